@@ -1,0 +1,87 @@
+"""aiorma: MPI-style one-sided communication for asyncio, with entirely nonblocking epochs.
+
+Public names are re-exported here from private modules; ``tests/test_exports.py`` keeps this list
+exactly what is meant to be public.
+"""
+
+from .comm import Comm
+from .constants import (
+    BAND,
+    BOR,
+    BXOR,
+    LAND,
+    LOCK_EXCLUSIVE,
+    LOCK_SHARED,
+    LOR,
+    LXOR,
+    MAX,
+    MIN,
+    MODE_NOCHECK,
+    MODE_NOPRECEDE,
+    MODE_NOPUT,
+    MODE_NOSTORE,
+    MODE_NOSUCCEED,
+    NO_OP,
+    PROD,
+    REPLACE,
+    SUM,
+    LockType,
+    Op,
+)
+from .errors import (
+    EngineFailure,
+    EpochError,
+    RmaError,
+    RmaFailure,
+    RmaRangeError,
+    RmaTypeError,
+    RmaUsageError,
+    TransportError,
+    WindowFreedError,
+)
+from .info import Info
+from .progress import progress
+from .request import Request
+from .runtime import run
+from .window import Window
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BAND",
+    "BOR",
+    "BXOR",
+    "LAND",
+    "LOCK_EXCLUSIVE",
+    "LOCK_SHARED",
+    "LOR",
+    "LXOR",
+    "MAX",
+    "MIN",
+    "MODE_NOCHECK",
+    "MODE_NOPRECEDE",
+    "MODE_NOPUT",
+    "MODE_NOSTORE",
+    "MODE_NOSUCCEED",
+    "NO_OP",
+    "PROD",
+    "REPLACE",
+    "SUM",
+    "Comm",
+    "EngineFailure",
+    "EpochError",
+    "Info",
+    "LockType",
+    "Op",
+    "Request",
+    "RmaError",
+    "RmaFailure",
+    "RmaRangeError",
+    "RmaTypeError",
+    "RmaUsageError",
+    "TransportError",
+    "Window",
+    "WindowFreedError",
+    "progress",
+    "run",
+]

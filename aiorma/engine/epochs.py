@@ -1,0 +1,84 @@
+"""Epoch records and the per-peer window traits (DESIGN §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ..constants import LockType
+from .rules import ACCESS_KINDS, EpochKind, EpochState
+
+
+@attrs.define(eq=False)
+class RecordedOp:
+    """An RMA call.  Recorded until its target grants access, then issued."""
+
+    token: int
+    target: int
+    payload: Any
+    seq: int = 0  # per-target issue sequence number; 0 = not issued yet
+    locally_complete: bool = False
+
+
+@attrs.define(eq=False)
+class AccessTarget:
+    """An access epoch's dealings with one target."""
+
+    rank: int
+    ordinal: int = 0  # this access's number towards `rank` (0 until activation)
+    granted: bool = False
+    queued: list[RecordedOp] = attrs.field(factory=list)  # recorded, waiting for the grant
+    ops: list[RecordedOp] = attrs.field(factory=list)  # every op of the epoch to this target
+    closed_out: bool = False  # done/release sent
+
+
+@attrs.define(eq=False)
+class Epoch:
+    id: int
+    kind: EpochKind
+    group: tuple[int, ...]
+    assertion: int
+    predecessor: EpochKind | None  # kind of the epoch opened just before (rules 12–17)
+    overlaps: frozenset[int]  # ids of epochs open at application level when this one opened
+    open_token: int
+    lock_type: LockType = LockType.SHARED
+    fence_ordinal: int = 0
+    state: EpochState = EpochState.DEFERRED
+    closed: bool = False
+    close_token: int = 0
+    access: dict[int, AccessTarget] = attrs.field(factory=dict)
+    expected_done: dict[int, int] = attrs.field(factory=dict)  # exposure: origin -> ordinal
+    fence_done_sent: bool = False
+
+    @property
+    def is_access(self) -> bool:
+        return self.kind in ACCESS_KINDS
+
+    @property
+    def has_ops(self) -> bool:
+        return any(t.ops for t in self.access.values())
+
+    def all_ops(self) -> list[RecordedOp]:
+        return [op for t in self.access.values() for op in t.ops]
+
+
+@attrs.define
+class PeerTrait:
+    """What one window knows about its instance at one peer: monotonic counters only.
+
+    Every counter only grows and is compared with >=, so a grant that arrives long before the access
+    it grants is remembered in O(1) space, and replayed packets cannot move anything backwards.
+    """
+
+    gats_accesses_opened: int = 0  # our accesses towards this peer
+    gats_granted_access_id: int = 0  # highest access of ours this peer has granted
+    gats_accesses_granted: int = 0  # accesses we granted to this peer (our exposures)
+    gats_done_received: int = 0  # highest access of theirs towards us that they closed
+    lock_requests_sent: int = 0
+    lock_granted_id: int = 0
+    fence_done_received: int = 0  # highest fence epoch this peer finished
+    fence_opened: int = 0  # highest fence epoch this peer opened
+    issued_seq: int = 0  # ops issued to this peer
+    flush_requested: int = 0  # highest issue seq a flush was asked for
+    remote_complete_seq: int = 0  # every op with seq <= this is complete at the peer

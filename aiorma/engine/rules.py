@@ -1,0 +1,85 @@
+"""The activation rules of seed 001 §5.6 as tables, in one place.
+
+Rules 7–19 order *successive* epochs of one window on one process (one closed at application level
+before the next is opened).  Read with :func:`aiorma.engine.window_engine.WindowEngine._can_activate`:
+
+* Rule 8 (serial activation): an epoch is considered only once every earlier epoch is activated.
+* Default: an epoch activates when every earlier epoch has completed, except those it overlapped at
+  application level (opened while they were still open — MPI lets ``post``+``start`` and several
+  ``lock`` epochs be open together, and blocking MPI runs them together; DESIGN §4).
+* Rules 12–17: a reorder flag lets an epoch activate while its *immediate predecessor* is active,
+  for the (predecessor, epoch) kind pairs in :data:`REORDER_FLAG`, with the extra conditions in
+  :data:`EXTRA_CONDITION`.
+* Rules 18–19: no flag applies when either epoch is a fence or a lock_all epoch
+  (:data:`NEVER_REORDERED`); the later one waits for completion.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class EpochKind(enum.Enum):
+    FENCE = "fence"
+    POST = "post"  # exposure (GATS target side)
+    START = "start"  # access (GATS origin side)
+    LOCK = "lock"  # passive-target access to one rank
+    LOCK_ALL = "lock_all"  # passive-target access to every rank
+
+
+class EpochState(enum.Enum):
+    DEFERRED = "deferred"  # opened, waiting for the activation rules; its calls are recorded
+    ACTIVE = "active"  # activated by the engine; RMA is issued as targets grant access
+    COMPLETED = "completed"  # RMA done and closing notifications sent
+
+
+ACCESS_KINDS = frozenset({EpochKind.FENCE, EpochKind.START, EpochKind.LOCK, EpochKind.LOCK_ALL})
+PASSIVE_KINDS = frozenset({EpochKind.LOCK, EpochKind.LOCK_ALL})
+
+# Rules 18–19.
+NEVER_REORDERED = frozenset({EpochKind.FENCE, EpochKind.LOCK_ALL})
+
+# Rules 12–17: (immediately preceding epoch, epoch to activate) -> Info flag that allows it.
+REORDER_FLAG: dict[tuple[EpochKind, EpochKind], str] = {
+    (EpochKind.START, EpochKind.START): "access_after_access_reorder",  # 12
+    (EpochKind.LOCK, EpochKind.START): "access_after_access_reorder",  # 12
+    (EpochKind.START, EpochKind.LOCK): "access_after_access_reorder",  # 13
+    (EpochKind.LOCK, EpochKind.LOCK): "access_after_access_reorder",  # 13
+    (EpochKind.POST, EpochKind.START): "access_after_exposure_reorder",  # 14
+    (EpochKind.POST, EpochKind.LOCK): "access_after_exposure_reorder",  # 15
+    (EpochKind.POST, EpochKind.POST): "exposure_after_exposure_reorder",  # 16
+    (EpochKind.START, EpochKind.POST): "exposure_after_access_reorder",  # 17
+    (EpochKind.LOCK, EpochKind.POST): "exposure_after_access_reorder",  # 17
+}
+
+
+class ExtraCondition(enum.Enum):
+    LOCKED_RANK_NOT_A_TARGET = "the rank to lock is not a target of an active access epoch"  # 13a, 15a
+    WINDOW_NOT_LOCKED = "no process holds a lock on the local window"  # 16a, 17a
+
+
+EXTRA_CONDITION: dict[EpochKind, ExtraCondition] = {
+    EpochKind.LOCK: ExtraCondition.LOCKED_RANK_NOT_A_TARGET,
+    EpochKind.POST: ExtraCondition.WINDOW_NOT_LOCKED,
+}
+
+# Kinds that MPI lets be open at application level at the same time on one process.  Pairs not
+# listed here are refused at the call (for instance a second start before complete).
+MAY_OVERLAP = frozenset(
+    {
+        (EpochKind.POST, EpochKind.START),
+        (EpochKind.START, EpochKind.POST),
+        (EpochKind.POST, EpochKind.LOCK),
+        (EpochKind.LOCK, EpochKind.POST),
+        (EpochKind.START, EpochKind.LOCK),
+        (EpochKind.LOCK, EpochKind.START),
+        (EpochKind.LOCK, EpochKind.LOCK),  # towards different ranks; checked at the call
+    }
+)
+
+
+def reorder_flag(previous: EpochKind, later: EpochKind) -> str | None:
+    """The Info flag that lets ``later`` activate while ``previous`` is active, if any."""
+    if previous in NEVER_REORDERED or later in NEVER_REORDERED:
+        return None
+    return REORDER_FLAG.get((previous, later))

@@ -1,0 +1,737 @@
+"""The progress engine of one window on one process: pure logic, no I/O (sans-I/O, as h11).
+
+Application calls (``fence``, ``post``, ``rma``...) and network events (``receive``,
+``op_completed``, ``flushed``) go in; :class:`~aiorma.engine.actions.Action` objects come out of
+:meth:`WindowEngine.drain`.  Every application call returns an integer *token*; the request it
+stands for is finished by a :class:`CompleteRequest` action carrying that token.
+
+Each application call first checks everything and raises :class:`EpochError` (or another usage
+error) without changing any state; only then does it act.
+
+The life of an epoch (seed 001 §5.6, DESIGN §4): *open* and *close* follow the application's calls;
+*activate* and *complete* are the engine's.  An epoch that cannot activate when opened is
+*deferred*: its RMA calls and its closing are recorded in it and replayed once it activates.
+Matching uses only the monotonic counters of :class:`PeerTrait` (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ..constants import (
+    _ALL_MODES,
+    MODE_NOCHECK,
+    MODE_NOPRECEDE,
+    MODE_NOSUCCEED,
+    LockType,
+)
+from ..errors import EngineFailure, EpochError, RmaRangeError, RmaUsageError, WindowFreedError
+from ..info import Info
+from .actions import Action, CompleteRequest, EpochEvent, FlushTarget, IssueRma, SendControl
+from .epochs import AccessTarget, Epoch, PeerTrait, RecordedOp
+from .locks import LockRequest, LockTable
+from .packets import ControlPacket, PacketKind
+from .rules import (
+    EXTRA_CONDITION,
+    MAY_OVERLAP,
+    NEVER_REORDERED,
+    PASSIVE_KINDS,
+    EpochKind,
+    EpochState,
+    ExtraCondition,
+    reorder_flag,
+)
+
+
+@attrs.define(eq=False)
+class _FlushWaiter:
+    token: int
+    ops: list[RecordedOp]
+    local_only: bool
+
+
+class WindowEngine:
+    """Epoch state machines, activation rules, matching and the lock protocol of one window."""
+
+    def __init__(
+        self, win_id: int, rank: int, size: int, info: Info | None = None, *, history: bool = False
+    ) -> None:
+        self.win_id = win_id
+        self.rank = rank
+        self.size = size
+        self.info = info if info is not None else Info()
+        self.peers = [PeerTrait() for _ in range(size)]
+        self.locks = LockTable()
+        #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
+        self.history: list[EpochEvent] | None = [] if history else None
+        self.failure: EngineFailure | None = None
+        self.freeing = False
+        self._live: list[Epoch] = []  # epochs not yet completed, in the order they were opened
+        self._exposure: Epoch | None = None  # open (application level) post epoch
+        self._gats_access: Epoch | None = None  # open start epoch
+        self._locks_open: dict[int, Epoch] = {}  # open lock epochs by target
+        self._lock_all: Epoch | None = None
+        self._fence: Epoch | None = None
+        self._last_kind: EpochKind | None = None
+        self._fences_opened = 0
+        self._fence_done_sent = 0
+        self._next_epoch_id = 1
+        self._next_token = 1
+        self._pending_tokens: set[int] = set()
+        self._ops: dict[int, tuple[RecordedOp, Epoch]] = {}
+        self._flush_waiters: list[_FlushWaiter] = []
+        self._free_token: int | None = None
+        self._actions: list[Action] = []
+        self._activating = False
+        self._activate_again = False
+
+    # ------------------------------------------------------------------ output
+
+    def drain(self) -> list[Action]:
+        """Hand over the actions produced so far, in order."""
+        actions, self._actions = self._actions, []
+        return actions
+
+    @property
+    def quiescent(self) -> bool:
+        """No epoch is live and no request is pending."""
+        return not self._live and not self._pending_tokens
+
+    def open_epochs(self) -> list[Epoch]:
+        """Epochs open at application level (not yet closed by the program)."""
+        slots = [self._exposure, self._gats_access, self._lock_all, self._fence]
+        found = [e for e in slots if e is not None] + list(self._locks_open.values())
+        return sorted(found, key=lambda e: e.id)
+
+    def live_epochs(self) -> list[Epoch]:
+        """Epochs not yet completed internally, in opening order."""
+        return list(self._live)
+
+    # ------------------------------------------------------ application: active target
+
+    def fence(self, assertion: int = 0) -> int:
+        """Close the open fence epoch (unless MODE_NOPRECEDE) and open a new one (unless
+        MODE_NOSUCCEED).  The token finishes when the closed epoch completes on this process —
+        after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
+        nothing is closed, once the new epoch is activated."""
+        self._check_usable()
+        _check_assertion(assertion)
+        closing = self._fence
+        others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
+        if others:
+            raise EpochError(f"fence while a {others[0].kind.value} epoch is open")
+        if closing is not None and assertion & MODE_NOPRECEDE and closing.has_ops:
+            raise EpochError("MODE_NOPRECEDE, but the open fence epoch has RMA calls to close")
+        opening = not assertion & MODE_NOSUCCEED
+        token = self._new_token()
+        if opening:
+            self._fences_opened += 1
+        if closing is not None:
+            self._close(closing, token)
+        if opening:
+            open_token = token if closing is None else self._new_token()
+            epoch = self._open(EpochKind.FENCE, tuple(range(self.size)), assertion, open_token)
+            epoch.fence_ordinal = self._fences_opened
+            if closing is None:
+                # Tell peers they may reach this process in the new epoch.  After a closing fence
+                # this notice rides on the "done" packet instead.
+                self._send_fence_notice()
+            self._activate_ready()
+        elif closing is None:
+            self._complete_token(token)
+        return token
+
+    def post(self, group: Iterable[int], assertion: int = 0) -> int:
+        """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
+        (access granted to every origin in ``group``)."""
+        self._check_usable()
+        _check_assertion(assertion)
+        members = self._check_group(group)
+        self._check_may_open(EpochKind.POST)
+        token = self._new_token()
+        self._open(EpochKind.POST, members, assertion, token)
+        self._activate_ready()
+        return token
+
+    def start(self, group: Iterable[int], assertion: int = 0) -> int:
+        """Open an access epoch towards ``group``.  Token: finished when every target in
+        ``group`` has granted this access."""
+        self._check_usable()
+        _check_assertion(assertion)
+        members = self._check_group(group)
+        self._check_may_open(EpochKind.START)
+        token = self._new_token()
+        self._open(EpochKind.START, members, assertion, token)
+        self._activate_ready()
+        return token
+
+    def complete(self) -> int:
+        """Close the open start epoch.  Token: finished when its RMA is complete at every target
+        and each target has been sent its "done"."""
+        self._check_usable()
+        epoch = self._gats_access
+        if epoch is None:
+            raise EpochError("complete() without a matching start()")
+        token = self._new_token()
+        self._close(epoch, token)
+        return token
+
+    def wait(self) -> int:
+        """Close the open post epoch.  Token: finished when every origin in its group has
+        completed its matching access epoch."""
+        self._check_usable()
+        epoch = self._exposure
+        if epoch is None:
+            raise EpochError("wait() without a matching post()")
+        token = self._new_token()
+        self._close(epoch, token)
+        return token
+
+    def test(self) -> bool:
+        """MPI_WIN_TEST: if the open post epoch has completed its exposure, close it and return
+        True; otherwise change nothing and return False."""
+        self._check_usable()
+        epoch = self._exposure
+        if epoch is None:
+            raise EpochError("test() without a matching post()")
+        if epoch.state is not EpochState.ACTIVE or not self._exposure_finished(epoch):
+            return False
+        self._close(epoch, self._new_token())
+        return True
+
+    # ----------------------------------------------------- application: passive target
+
+    def lock(self, rank: int, lock_type: LockType = LockType.EXCLUSIVE, assertion: int = 0) -> int:
+        """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
+        is granted (at once with MODE_NOCHECK)."""
+        self._check_usable()
+        _check_assertion(assertion)
+        self._check_rank(rank)
+        try:
+            lock_type = LockType(lock_type)
+        except ValueError:
+            raise RmaUsageError(
+                f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
+            ) from None
+        if rank in self._locks_open:
+            raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
+        self._check_may_open(EpochKind.LOCK)
+        token = self._new_token()
+        epoch = self._open(EpochKind.LOCK, (rank,), assertion, token, lock_type)
+        self._locks_open[rank] = epoch
+        self._activate_ready()
+        return token
+
+    def unlock(self, rank: int) -> int:
+        """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
+        the target and the lock is released."""
+        self._check_usable()
+        self._check_rank(rank)
+        epoch = self._locks_open.get(rank)
+        if epoch is None:
+            raise EpochError(f"unlock({rank}) without a matching lock({rank})")
+        token = self._new_token()
+        self._close(epoch, token)
+        return token
+
+    def lock_all(self, assertion: int = 0) -> int:
+        """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
+        has granted its lock."""
+        self._check_usable()
+        _check_assertion(assertion)
+        self._check_may_open(EpochKind.LOCK_ALL)
+        token = self._new_token()
+        self._open(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
+        self._activate_ready()
+        return token
+
+    def unlock_all(self) -> int:
+        """Close the lock_all epoch.  Token: finished when all its RMA is complete at the targets
+        and every lock is released."""
+        self._check_usable()
+        epoch = self._lock_all
+        if epoch is None:
+            raise EpochError("unlock_all() without a matching lock_all()")
+        token = self._new_token()
+        self._close(epoch, token)
+        return token
+
+    def flush(self, rank: int | None = None, *, local_only: bool = False) -> int:
+        """Flush the RMA calls made so far in the open passive-target epoch(s) towards ``rank``
+        (every target when ``rank`` is None).  Token: finished when they are complete at the
+        target (or only locally, with ``local_only``)."""
+        self._check_usable()
+        if rank is None:
+            epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
+            if not epochs:
+                raise EpochError("flush_all() outside a lock or lock_all epoch")
+            ops = [op for e in epochs for op in e.all_ops()]
+        else:
+            self._check_rank(rank)
+            epoch = self._access_epoch_for(rank, passive_only=True)
+            if epoch is None:
+                raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
+            ops = list(epoch.access[rank].ops)
+        token = self._new_token()
+        self._flush_waiters.append(_FlushWaiter(token, ops, local_only))
+        self._service_flush_waiters()
+        return token
+
+    # ---------------------------------------------------------------- application: RMA
+
+    def rma(self, target: int, payload: Any) -> int:
+        """Record an RMA call towards ``target`` in the most recently opened access epoch that
+        covers it (rule 3); it is issued at once if that epoch is active and granted.  Token:
+        finished at local completion."""
+        self._check_usable()
+        self._check_rank(target)
+        epoch = self._access_epoch_for(target)
+        if epoch is None:
+            raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
+        token = self._new_token()
+        op = RecordedOp(token, target, payload)
+        self._ops[token] = (op, epoch)
+        access = epoch.access[target]
+        access.ops.append(op)
+        if epoch.state is EpochState.ACTIVE and access.granted:
+            self._issue(op)
+        else:
+            access.queued.append(op)
+        return token
+
+    def free(self) -> int:
+        """Refuse further calls and finish the token once every epoch has completed (rule 10b).
+        Raises EpochError, changing nothing, while an epoch with RMA calls is still open."""
+        self._check_usable()
+        open_now = self.open_epochs()
+        blocking = [e for e in open_now if not (e.kind is EpochKind.FENCE and not e.has_ops)]
+        if blocking:
+            raise EpochError(f"free() while a {blocking[0].kind.value} epoch is open; close it first")
+        for epoch in open_now:  # a trailing fence() opened an empty epoch: close it
+            self._close(epoch, self._new_token())
+        self.freeing = True
+        token = self._free_token = self._new_token()
+        self._check_free()
+        return token
+
+    # ------------------------------------------------------------------ network events
+
+    def receive(self, src: int, packet: ControlPacket) -> None:
+        """A control packet from ``src`` for this window."""
+        self._guarded(self._receive, src, packet)
+
+    def op_completed(self, token: int) -> None:
+        """The transport finished op ``token`` locally."""
+        self._guarded(self._op_completed, token)
+
+    def flushed(self, target: int, upto: int) -> None:
+        """Every op issued to ``target`` with sequence number <= ``upto`` is remotely complete."""
+        self._guarded(self._flushed, target, upto)
+
+    def _receive(self, src: int, packet: ControlPacket) -> None:
+        if not 0 <= src < self.size:
+            raise EngineFailure(f"packet from rank {src} outside the window's group")
+        peer = self.peers[src]
+        kind = packet.kind
+        if kind is PacketKind.GATS_GRANT:
+            peer.gats_granted_access_id = max(peer.gats_granted_access_id, packet.ordinal)
+            self._grants_arrived(src, (EpochKind.START,), peer.gats_granted_access_id)
+        elif kind is PacketKind.GATS_DONE:
+            peer.gats_done_received = max(peer.gats_done_received, packet.ordinal)
+            for epoch in self._live_of(EpochKind.POST):
+                self._advance(epoch)
+        elif kind is PacketKind.FENCE:
+            peer.fence_done_received = max(peer.fence_done_received, packet.ordinal)
+            peer.fence_opened = max(peer.fence_opened, packet.arg)
+            for epoch in self._live_of(EpochKind.FENCE):
+                access = epoch.access[src]
+                if (
+                    epoch.state is EpochState.ACTIVE
+                    and not access.granted
+                    and peer.fence_opened >= epoch.fence_ordinal
+                ):
+                    self._grant(epoch, access)
+                self._advance(epoch)
+        elif kind is PacketKind.LOCK_REQUEST:
+            granted = self.locks.request(LockRequest(src, packet.ordinal, LockType(packet.arg)))
+            self._send_lock_grants(granted)
+        elif kind is PacketKind.LOCK_GRANT:
+            peer.lock_granted_id = max(peer.lock_granted_id, packet.ordinal)
+            self._grants_arrived(src, tuple(PASSIVE_KINDS), peer.lock_granted_id)
+        elif kind is PacketKind.LOCK_RELEASE:
+            self._send_lock_grants(self.locks.release(src, packet.ordinal))
+            self._activate_ready()  # rules 16a/17a may hold now
+        else:  # pragma: no cover - PacketKind is exhaustive
+            raise EngineFailure(f"unknown packet kind {kind!r}")
+
+    def _op_completed(self, token: int) -> None:
+        entry = self._ops.get(token)
+        if entry is None or entry[0].seq == 0:
+            raise EngineFailure(f"completion for op {token}, which was never issued")
+        op, epoch = entry
+        if not op.locally_complete:
+            op.locally_complete = True
+            self._complete_token(op.token)
+        self._advance(epoch)
+        self._service_flush_waiters()
+
+    def _flushed(self, target: int, upto: int) -> None:
+        peer = self.peers[target]
+        peer.remote_complete_seq = max(peer.remote_complete_seq, upto)
+        for epoch in list(self._live):
+            if epoch.is_access and target in epoch.access:
+                self._advance(epoch)
+        self._service_flush_waiters()
+
+    # -------------------------------------------------------------- epoch life: open/close
+
+    def _open(
+        self,
+        kind: EpochKind,
+        group: tuple[int, ...],
+        assertion: int,
+        open_token: int,
+        lock_type: LockType = LockType.SHARED,
+    ) -> Epoch:
+        # An empty trailing fence epoch (fence() without MODE_NOSUCCEED) is closed for the
+        # program rather than refusing the next epoch; one with RMA calls was refused earlier.
+        if kind is not EpochKind.FENCE and self._fence is not None:
+            self._close(self._fence, self._new_token())
+        epoch = Epoch(
+            id=self._next_epoch_id,
+            kind=kind,
+            group=group,
+            assertion=assertion,
+            predecessor=self._last_kind,
+            overlaps=frozenset(e.id for e in self.open_epochs()),
+            open_token=open_token,
+            lock_type=lock_type,
+        )
+        self._next_epoch_id += 1
+        self._last_kind = kind
+        if epoch.is_access:
+            epoch.access = {r: AccessTarget(r) for r in group}
+        self._live.append(epoch)
+        if kind is EpochKind.POST:
+            self._exposure = epoch
+        elif kind is EpochKind.START:
+            self._gats_access = epoch
+        elif kind is EpochKind.LOCK_ALL:
+            self._lock_all = epoch
+        elif kind is EpochKind.FENCE:
+            self._fence = epoch
+        self._record("open", epoch)
+        return epoch
+
+    def _close(self, epoch: Epoch, token: int) -> None:
+        epoch.closed = True
+        epoch.close_token = token
+        if epoch is self._exposure:
+            self._exposure = None
+        elif epoch is self._gats_access:
+            self._gats_access = None
+        elif epoch is self._lock_all:
+            self._lock_all = None
+        elif epoch is self._fence:
+            self._fence = None
+        elif epoch.kind is EpochKind.LOCK:
+            del self._locks_open[epoch.group[0]]
+        self._record("close", epoch)
+        self._advance(epoch)
+
+    # ------------------------------------------------------------ epoch life: activation
+
+    def _activate_ready(self) -> None:
+        """Activate deferred epochs in order until one cannot be (rule 8: no skipping)."""
+        if self._activating:
+            self._activate_again = True
+            return
+        self._activating = True
+        try:
+            self._activate_again = True
+            while self._activate_again:
+                self._activate_again = False
+                for epoch in list(self._live):
+                    if epoch.state is not EpochState.DEFERRED:
+                        continue
+                    if not self._can_activate(epoch):
+                        break
+                    self._activate(epoch)
+        finally:
+            self._activating = False
+
+    def _can_activate(self, epoch: Epoch) -> bool:
+        earlier = self._live[: self._live.index(epoch)]  # all active, by rule 8
+        if not earlier:
+            return True
+        if epoch.kind in NEVER_REORDERED or any(e.kind in NEVER_REORDERED for e in earlier):
+            return False  # rules 18-19: wait for completion
+        if all(e.id in epoch.overlaps for e in earlier):
+            return True  # opened together at application level: run together, as MPI would
+        flag = reorder_flag(epoch.predecessor, epoch.kind) if epoch.predecessor else None
+        if flag is None or not getattr(self.info, flag):
+            return False
+        return self._extra_condition_holds(epoch, earlier)
+
+    def _extra_condition_holds(self, epoch: Epoch, earlier: list[Epoch]) -> bool:
+        condition = EXTRA_CONDITION.get(epoch.kind)
+        if condition is ExtraCondition.LOCKED_RANK_NOT_A_TARGET:
+            rank = epoch.group[0]
+            return not any(e.is_access and rank in e.access for e in earlier)
+        if condition is ExtraCondition.WINDOW_NOT_LOCKED:
+            return not self.locks.locked
+        return True
+
+    def _activate(self, epoch: Epoch) -> None:
+        epoch.state = EpochState.ACTIVE
+        self._record("activate", epoch)
+        kind = epoch.kind
+        nocheck = bool(epoch.assertion & MODE_NOCHECK)
+        if kind is EpochKind.POST:
+            for origin in epoch.group:
+                peer = self.peers[origin]
+                peer.gats_accesses_granted += 1
+                epoch.expected_done[origin] = peer.gats_accesses_granted
+                self._send(origin, PacketKind.GATS_GRANT, peer.gats_accesses_granted)
+            self._complete_token(epoch.open_token)
+        elif kind is EpochKind.START:
+            for access in epoch.access.values():
+                peer = self.peers[access.rank]
+                peer.gats_accesses_opened += 1
+                access.ordinal = peer.gats_accesses_opened
+                if nocheck or peer.gats_granted_access_id >= access.ordinal:
+                    self._grant(epoch, access)
+        elif kind in PASSIVE_KINDS:
+            lock_type = epoch.lock_type if kind is EpochKind.LOCK else LockType.SHARED
+            for access in epoch.access.values():
+                peer = self.peers[access.rank]
+                peer.lock_requests_sent += 1
+                access.ordinal = peer.lock_requests_sent
+                if nocheck:
+                    self._grant(epoch, access)
+                else:
+                    self._send(access.rank, PacketKind.LOCK_REQUEST, access.ordinal, lock_type)
+        elif kind is EpochKind.FENCE:
+            for access in epoch.access.values():
+                opened = self.peers[access.rank].fence_opened
+                if access.rank == self.rank or opened >= epoch.fence_ordinal:
+                    self._grant(epoch, access)
+            if not self._token_done(epoch.open_token):
+                self._complete_token(epoch.open_token)
+        self._check_open_token(epoch)
+        self._advance(epoch)
+
+    def _grants_arrived(self, src: int, kinds: tuple[EpochKind, ...], granted_id: int) -> None:
+        for epoch in list(self._live):
+            if epoch.kind not in kinds or epoch.state is not EpochState.ACTIVE:
+                continue
+            access = epoch.access.get(src)
+            if access is not None and not access.granted and access.ordinal <= granted_id:
+                self._grant(epoch, access)
+                self._check_open_token(epoch)
+                self._advance(epoch)
+
+    def _grant(self, epoch: Epoch, access: AccessTarget) -> None:
+        """``access.rank`` granted this epoch: replay the RMA calls recorded for it, in order."""
+        access.granted = True
+        queued, access.queued = access.queued, []
+        for op in queued:
+            self._issue(op)
+        if queued:
+            self._service_flush_waiters()
+
+    def _check_open_token(self, epoch: Epoch) -> None:
+        if epoch.kind is EpochKind.POST or epoch.kind is EpochKind.FENCE:
+            return
+        if all(a.granted for a in epoch.access.values()) and not self._token_done(epoch.open_token):
+            self._complete_token(epoch.open_token)
+
+    # ------------------------------------------------------------ epoch life: completion
+
+    def _advance(self, epoch: Epoch) -> None:
+        """Push a closed, active epoch towards completion: flush, send "done", complete."""
+        if epoch.state is not EpochState.ACTIVE or not epoch.closed:
+            return
+        if epoch.kind is EpochKind.POST:
+            if self._exposure_finished(epoch):
+                self._complete_epoch(epoch)
+            return
+        finished = True
+        for access in epoch.access.values():
+            if access.closed_out:
+                continue
+            needs_grant = bool(access.ops) or epoch.kind in PASSIVE_KINDS
+            if needs_grant and not access.granted:
+                finished = False
+                continue
+            if not self._ops_complete(access.ops, remote=True):
+                self._request_flush(access.rank)
+                finished = False
+                continue
+            access.closed_out = True
+            if epoch.kind is EpochKind.START:
+                self._send(access.rank, PacketKind.GATS_DONE, access.ordinal)
+            elif epoch.kind in PASSIVE_KINDS and not epoch.assertion & MODE_NOCHECK:
+                self._send(access.rank, PacketKind.LOCK_RELEASE, access.ordinal)
+        if epoch.kind is EpochKind.FENCE:
+            if finished and not epoch.fence_done_sent:
+                epoch.fence_done_sent = True
+                self._fence_done_sent = max(self._fence_done_sent, epoch.fence_ordinal)
+                self._send_fence_notice()
+            finished = epoch.fence_done_sent and all(
+                self.peers[r].fence_done_received >= epoch.fence_ordinal
+                for r in range(self.size)
+                if r != self.rank
+            )
+        if finished:
+            self._complete_epoch(epoch)
+
+    def _exposure_finished(self, epoch: Epoch) -> bool:
+        return all(
+            self.peers[origin].gats_done_received >= ordinal
+            for origin, ordinal in epoch.expected_done.items()
+        )
+
+    def _complete_epoch(self, epoch: Epoch) -> None:
+        epoch.state = EpochState.COMPLETED
+        self._live.remove(epoch)
+        for op in epoch.all_ops():
+            self._ops.pop(op.token, None)
+        self._record("complete", epoch)
+        self._complete_token(epoch.close_token)
+        self._activate_ready()
+        self._check_free()
+
+    def _check_free(self) -> None:
+        if self._free_token is not None and not self._live:
+            token, self._free_token = self._free_token, None
+            self._complete_token(token)
+
+    # ------------------------------------------------------------------ RMA and flushes
+
+    def _issue(self, op: RecordedOp) -> None:
+        peer = self.peers[op.target]
+        peer.issued_seq += 1
+        op.seq = peer.issued_seq
+        self._actions.append(IssueRma(op.token, op.target, op.payload))
+
+    def _ops_complete(self, ops: list[RecordedOp], *, remote: bool) -> bool:
+        for op in ops:
+            if op.seq == 0 or not op.locally_complete:
+                return False
+            if remote and self.peers[op.target].remote_complete_seq < op.seq:
+                return False
+        return True
+
+    def _request_flush(self, target: int) -> None:
+        peer = self.peers[target]
+        if peer.issued_seq > peer.flush_requested:
+            peer.flush_requested = peer.issued_seq
+            self._actions.append(FlushTarget(target, peer.issued_seq))
+
+    def _service_flush_waiters(self) -> None:
+        if not self._flush_waiters:
+            return
+        remaining = []
+        for waiter in self._flush_waiters:
+            if self._ops_complete(waiter.ops, remote=not waiter.local_only):
+                self._complete_token(waiter.token)
+                continue
+            remaining.append(waiter)
+            if not waiter.local_only:
+                for target in {op.target for op in waiter.ops if op.seq}:
+                    self._request_flush(target)
+        self._flush_waiters = remaining
+
+    # ------------------------------------------------------------------------ helpers
+
+    def _access_epoch_for(self, target: int, *, passive_only: bool = False) -> Epoch | None:
+        candidates = [
+            e
+            for e in self.open_epochs()
+            if e.is_access and target in e.access and (e.kind in PASSIVE_KINDS or not passive_only)
+        ]
+        return candidates[-1] if candidates else None  # rule 3: the most recently opened
+
+    def _live_of(self, kind: EpochKind) -> list[Epoch]:
+        return [e for e in self._live if e.kind is kind]
+
+    def _check_may_open(self, kind: EpochKind) -> None:
+        for epoch in self.open_epochs():
+            if epoch.kind is EpochKind.FENCE and not epoch.has_ops:
+                continue  # an empty trailing fence epoch is closed for the program on open
+            if (epoch.kind, kind) not in MAY_OVERLAP:
+                raise EpochError(f"cannot open a {kind.value} epoch while a {epoch.kind.value} epoch is open")
+
+    def _check_group(self, group: Iterable[int]) -> tuple[int, ...]:
+        try:
+            members = tuple(int(r) for r in group)
+        except (TypeError, ValueError):
+            raise RmaUsageError(f"group must be an iterable of ranks, not {group!r}") from None
+        for rank in members:
+            self._check_rank(rank)
+        if len(set(members)) != len(members):
+            raise RmaUsageError(f"group {members} names a rank twice")
+        return members
+
+    def _check_rank(self, rank: int) -> None:
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.size:
+            raise RmaRangeError(f"rank {rank!r} is outside the window's group of {self.size}")
+
+    def _check_usable(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if self.freeing:
+            raise WindowFreedError("the window has been freed")
+
+    def _send(self, dest: int, kind: PacketKind, ordinal: int, arg: int = 0) -> None:
+        self._actions.append(SendControl(dest, ControlPacket(kind, self.win_id, ordinal, arg)))
+
+    def _send_fence_notice(self) -> None:
+        for r in range(self.size):
+            if r != self.rank:
+                self._send(r, PacketKind.FENCE, self._fence_done_sent, self._fences_opened)
+
+    def _send_lock_grants(self, granted: list[LockRequest]) -> None:
+        for request in granted:
+            self._send(request.origin, PacketKind.LOCK_GRANT, request.ordinal)
+
+    def _new_token(self) -> int:
+        token = self._next_token
+        self._next_token += 1
+        self._pending_tokens.add(token)
+        return token
+
+    def _token_done(self, token: int) -> bool:
+        return token not in self._pending_tokens
+
+    def _complete_token(self, token: int, error: BaseException | None = None) -> None:
+        if token in self._pending_tokens:
+            self._pending_tokens.discard(token)
+            self._actions.append(CompleteRequest(token, error))
+
+    def _record(self, step: str, epoch: Epoch) -> None:
+        if self.history is not None:
+            self.history.append(EpochEvent(step, epoch.id, epoch.kind))
+
+    def _guarded(self, handler: Any, *args: Any) -> None:
+        """Run an event handler; an internal inconsistency fails the window for good (h11)."""
+        if self.failure is not None:
+            return
+        try:
+            handler(*args)
+        except Exception as exc:
+            failure = exc if isinstance(exc, EngineFailure) else EngineFailure(str(exc))
+            failure.__cause__ = exc if failure is not exc else None
+            self.failure = failure
+            for token in sorted(self._pending_tokens):
+                self._actions.append(CompleteRequest(token, failure))
+            self._pending_tokens.clear()
+
+
+def _check_assertion(assertion: int) -> None:
+    if not isinstance(assertion, int) or assertion & ~_ALL_MODES or assertion < 0:
+        raise RmaUsageError(f"assertion {assertion!r} is not a combination of MODE_* flags")

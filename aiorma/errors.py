@@ -1,0 +1,45 @@
+"""Exception families.
+
+``RmaUsageError`` and its subclasses are local misuse: raised at the call site, before anything
+changes, so the window stays usable.  ``RmaFailure`` and its subclasses are failures from elsewhere
+(a peer, the transport, an internal inconsistency); transport errors are translated into them at one
+boundary (:func:`aiorma.transport.base.map_transport_errors`).
+"""
+
+from __future__ import annotations
+
+
+class RmaError(Exception):
+    """Base class of every aiorma exception."""
+
+
+class RmaUsageError(RmaError):
+    """A call that breaks the rules of MPI RMA; nothing was changed."""
+
+
+class EpochError(RmaUsageError):
+    """The call does not fit the window's epochs (RMA outside an epoch, unlock without lock, ...)."""
+
+
+class RmaRangeError(RmaUsageError, IndexError):
+    """A rank, displacement or length outside what the target window exposes."""
+
+
+class RmaTypeError(RmaUsageError, TypeError):
+    """A buffer whose dtype, layout or writability does not fit the window or the operation."""
+
+
+class WindowFreedError(RmaUsageError):
+    """The window was freed (or is being freed); it accepts no more calls."""
+
+
+class RmaFailure(RmaError):
+    """Something outside the caller's control failed; dependent Requests carry this error."""
+
+
+class TransportError(RmaFailure):
+    """The transport (MPI, local network) reported an error."""
+
+
+class EngineFailure(RmaFailure):
+    """The engine found an internal inconsistency; the window refuses every later call."""

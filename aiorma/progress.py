@@ -1,0 +1,163 @@
+"""The progress driver: runs window engines against a transport on the event loop.
+
+It executes the engines' actions, feeds transport completions and packets back into them, and —
+for transports that must be polled (MPI) — runs a poll task while any window exists.  The task
+spins briefly after activity, then backs off to sleeping 1 ms between polls, so an idle rank
+costs a few percent of a core, not a whole one (DESIGN §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections import deque
+from typing import Any
+
+from .engine.actions import CompleteRequest, FlushTarget, IssueRma, SendControl
+from .engine.packets import ControlPacket
+from .engine.window_engine import WindowEngine
+from .transport.base import Endpoint
+
+_SPIN_POLLS = 64  # polls with asyncio.sleep(0) after the last activity before sleeping
+_IDLE_SLEEP = 1e-3  # asyncio cannot sleep shorter than the selector's 1 ms resolution anyway
+
+_drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
+
+
+class ProgressDriver:
+    """One per rank: owns the endpoint's sink side and the engines of that rank's windows."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.engines: dict[int, WindowEngine] = {}
+        self._futures: dict[tuple[int, int], tuple[asyncio.Future[Any], Any]] = {}
+        self._events: deque[tuple[Any, ...]] = deque()
+        self._pumping = False
+        self._poll_task: asyncio.Task[None] | None = None
+        endpoint.attach(self)
+        _drivers.add(self)
+
+    # -------------------------------------------------------------- Sink (transport side)
+
+    def packet_received(self, src: int, packet: ControlPacket) -> None:
+        self._events.append(("packet", src, packet))
+        self.pump()
+
+    def op_completed(self, win_id: int, token: int) -> None:
+        self._events.append(("op", win_id, token))
+        self.pump()
+
+    def flushed(self, win_id: int, target: int, upto: int) -> None:
+        self._events.append(("flushed", win_id, target, upto))
+        self.pump()
+
+    # ------------------------------------------------------------------- engines
+
+    def add_engine(self, engine: WindowEngine) -> None:
+        self.engines[engine.win_id] = engine
+        if self.endpoint.wants_polling() and self._poll_task is None:
+            self._poll_task = asyncio.get_running_loop().create_task(self._poll_loop())
+
+    def remove_engine(self, win_id: int) -> None:
+        self.engines.pop(win_id, None)
+
+    def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
+        """The future that the engine's CompleteRequest for ``token`` will finish."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[(win_id, token)] = (future, value)
+        return future
+
+    # ------------------------------------------------------------------- progress
+
+    def progress(self) -> None:
+        """Poll the transport once and run everything that follows from it."""
+        if self.endpoint.wants_polling():
+            self.endpoint.poll()
+        self.pump()
+
+    def pump(self) -> None:
+        """Feed queued events to engines and execute their actions until nothing is left."""
+        if self._pumping:
+            return  # re-entered from a transport callback: the outer loop picks it up
+        self._pumping = True
+        try:
+            busy = True
+            while busy:
+                busy = False
+                while self._events:
+                    busy = True
+                    self._dispatch(self._events.popleft())
+                for engine in list(self.engines.values()):
+                    actions = engine.drain()
+                    if actions:
+                        busy = True
+                        self._execute(engine.win_id, actions)
+        finally:
+            self._pumping = False
+
+    def _dispatch(self, event: tuple[Any, ...]) -> None:
+        if event[0] == "packet":
+            _, src, packet = event
+            engine = self.engines.get(packet.win_id)
+            if engine is not None:  # else: stale packet for a freed window
+                engine.receive(src, packet)
+        elif event[0] == "op":
+            _, win_id, token = event
+            if (engine := self.engines.get(win_id)) is not None:
+                engine.op_completed(token)
+        else:
+            _, win_id, target, upto = event
+            if (engine := self.engines.get(win_id)) is not None:
+                engine.flushed(target, upto)
+
+    def _execute(self, win_id: int, actions: list[Any]) -> None:
+        endpoint = self.endpoint
+        for action in actions:
+            if isinstance(action, SendControl):
+                endpoint.send(action.dest, action.packet)
+            elif isinstance(action, IssueRma):
+                endpoint.issue(win_id, action.token, action.payload)
+            elif isinstance(action, FlushTarget):
+                endpoint.flush(win_id, action.target, action.upto)
+            elif isinstance(action, CompleteRequest):
+                entry = self._futures.pop((win_id, action.token), None)
+                if entry is None:
+                    continue  # an internal token nobody waits for
+                future, value = entry
+                if future.done():
+                    continue
+                if action.error is not None:
+                    future.set_exception(action.error)
+                else:
+                    future.set_result(value)
+
+    async def _poll_loop(self) -> None:
+        idle_polls = 0
+        while self.engines:
+            if self.endpoint.poll():
+                idle_polls = 0
+            else:
+                idle_polls += 1
+            self.pump()
+            if idle_polls < _SPIN_POLLS:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(_IDLE_SLEEP)
+        self._poll_task = None
+
+    async def close(self) -> None:
+        self.engines.clear()
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poll_task
+            self._poll_task = None
+        await self.endpoint.close()
+
+
+def progress() -> None:
+    """Drive progress on every rank of this process once (for compute-heavy code that does not
+    return to the event loop for a while)."""
+    for driver in list(_drivers):
+        driver.progress()

@@ -1,0 +1,293 @@
+"""Window: the user-facing RMA object.  Every call takes effect when made and returns a Request.
+
+Checks happen here (buffers, dtypes, bounds) and in the engine (epoch rules), all before anything
+changes: a call that raises leaves the window exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .constants import LOCK_EXCLUSIVE, LockType, Op
+from .engine.window_engine import WindowEngine
+from .errors import RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
+from .ops import check_op_dtype
+from .request import Request
+from .transport.base import RmaKind, RmaOp
+
+if TYPE_CHECKING:
+    from .comm import Comm
+
+
+class Window:
+    """Memory exposed by every rank of a :class:`~aiorma.Comm` for one-sided access.
+
+    Created by :meth:`Comm.win_create` / :meth:`Comm.win_allocate`.  ``disp`` in RMA calls counts
+    elements of :attr:`dtype`.  Synchronization calls follow MPI's names; each returns a
+    :class:`Request` whose completion is documented per call.  RMA Requests complete at *local*
+    completion (origin buffer reusable, result buffer filled), as MPI's request-based R* calls.
+    """
+
+    def __init__(
+        self,
+        comm: Comm,
+        engine: WindowEngine,
+        memory: np.ndarray,
+        counts: tuple[int, ...],
+    ) -> None:
+        self._comm = comm
+        self._driver = comm._driver
+        self._engine = engine
+        self._memory = memory
+        self.counts = counts  #: elements exposed by each rank
+        self.dtype: np.dtype = memory.dtype
+        self.freed = False
+
+    # --------------------------------------------------------------------- properties
+
+    @property
+    def memory(self) -> np.ndarray:
+        """This rank's exposed memory (the caller's own array for ``win_create``)."""
+        return self._memory
+
+    @property
+    def win_id(self) -> int:
+        return self._engine.win_id
+
+    @property
+    def rank(self) -> int:
+        return self._engine.rank
+
+    @property
+    def size(self) -> int:
+        return self._engine.size
+
+    @property
+    def engine(self) -> WindowEngine:
+        """The window's progress engine (its epochs and counters), for inspection and tests."""
+        return self._engine
+
+    # ------------------------------------------------------------- active target sync
+
+    def fence(self, assertion: int = 0) -> Request:
+        """Close the open fence epoch (barrier semantics) and/or open the next one.  Completes
+        when the closed epoch has completed on this rank, i.e. every rank's RMA of that epoch is
+        done; with MODE_NOPRECEDE alone, when the new epoch is activated."""
+        return self._call(self._engine.fence(assertion), "fence")
+
+    def post(self, group: Iterable[int], assertion: int = 0) -> Request:
+        """Expose this window to ``group``.  Completes when the exposure is granted."""
+        return self._call(self._engine.post(group, assertion), "post")
+
+    def start(self, group: Iterable[int], assertion: int = 0) -> Request:
+        """Begin an access epoch to ``group``.  Completes when every target has granted it."""
+        return self._call(self._engine.start(group, assertion), "start")
+
+    def complete(self) -> Request:
+        """End the access epoch.  Completes when its RMA is complete at every target."""
+        return self._call(self._engine.complete(), "complete")
+
+    def wait(self) -> Request:
+        """End the exposure epoch.  Completes when every origin of the group has completed."""
+        return self._call(self._engine.wait(), "wait")
+
+    def test(self) -> bool:
+        """MPI_WIN_TEST: drive progress; if the exposure epoch is finished, end it, return True."""
+        self._check_open()
+        self._driver.progress()
+        finished = self._engine.test()
+        self._driver.pump()
+        return finished
+
+    # ------------------------------------------------------------ passive target sync
+
+    def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> Request:
+        """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired."""
+        return self._call(self._engine.lock(rank, lock_type, assertion), "lock")
+
+    def unlock(self, rank: int) -> Request:
+        """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and
+        the lock is released."""
+        return self._call(self._engine.unlock(rank), "unlock")
+
+    def lock_all(self, assertion: int = 0) -> Request:
+        """Shared lock on every rank.  Completes when every rank has granted it."""
+        return self._call(self._engine.lock_all(assertion), "lock_all")
+
+    def unlock_all(self) -> Request:
+        """End the lock_all epoch.  Completes when its RMA is complete everywhere."""
+        return self._call(self._engine.unlock_all(), "unlock_all")
+
+    def flush(self, rank: int) -> Request:
+        """Completes when the RMA issued so far to ``rank`` in this epoch is complete there."""
+        return self._call(self._engine.flush(rank), "flush")
+
+    def flush_local(self, rank: int) -> Request:
+        """Completes when the RMA issued so far to ``rank`` is locally complete."""
+        return self._call(self._engine.flush(rank, local_only=True), "flush_local")
+
+    def flush_all(self) -> Request:
+        return self._call(self._engine.flush(None), "flush_all")
+
+    def flush_local_all(self) -> Request:
+        return self._call(self._engine.flush(None, local_only=True), "flush_local_all")
+
+    # i-prefixed aliases for readers coming from the seed's MPI_WIN_I* proposal.
+    ifence, ipost, istart, icomplete, iwait = fence, post, start, complete, wait
+    ilock, iunlock, ilock_all, iunlock_all = lock, unlock, lock_all, unlock_all
+    iflush, iflush_local, iflush_all, iflush_local_all = (
+        flush,
+        flush_local,
+        flush_all,
+        flush_local_all,
+    )
+
+    # ---------------------------------------------------------------------------- RMA
+
+    def put(self, origin: Any, target: int, disp: int = 0) -> Request:
+        """Write ``origin`` into ``target``'s window at ``disp``."""
+        data = self._origin(origin)
+        target, disp = self._check_span(target, disp, data.size)
+        return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=data), "put")
+
+    def get(self, result: np.ndarray, target: int, disp: int = 0) -> Request:
+        """Read ``result.size`` elements of ``target``'s window at ``disp`` into ``result``."""
+        out = self._result(result)
+        target, disp = self._check_span(target, disp, out.size)
+        return self._rma(RmaOp(RmaKind.GET, target, disp, result=out), "get", result)
+
+    def accumulate(self, origin: Any, target: int, disp: int = 0, op: Op = Op.SUM) -> Request:
+        """Combine ``origin`` into the target with ``op``, atomically per element."""
+        operation = self._op(op, allow_no_op=False)
+        data = self._origin(origin)
+        target, disp = self._check_span(target, disp, data.size)
+        return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=data, op=operation), "accumulate")
+
+    def get_accumulate(
+        self, origin: Any, result: np.ndarray, target: int, disp: int = 0, op: Op = Op.SUM
+    ) -> Request:
+        """Fetch the target's old contents into ``result`` and combine ``origin`` into it."""
+        operation = self._op(op, allow_no_op=True)
+        data = self._origin(origin)
+        out = self._result(result)
+        if out.size != data.size:
+            raise RmaTypeError(f"result holds {out.size} elements, origin {data.size}")
+        target, disp = self._check_span(target, disp, data.size)
+        op_ = RmaOp(RmaKind.GET_ACCUMULATE, target, disp, origin=data, result=out, op=operation)
+        return self._rma(op_, "get_accumulate", result)
+
+    def fetch_and_op(
+        self, origin: Any, result: np.ndarray, target: int, disp: int = 0, op: Op = Op.SUM
+    ) -> Request:
+        """Single-element get_accumulate (MPI_Fetch_and_op)."""
+        operation = self._op(op, allow_no_op=True)
+        data = self._single(self._origin(origin), "origin")
+        out = self._single(self._result(result), "result")
+        target, disp = self._check_span(target, disp, 1)
+        op_ = RmaOp(RmaKind.FETCH_AND_OP, target, disp, origin=data, result=out, op=operation)
+        return self._rma(op_, "fetch_and_op", result)
+
+    def compare_and_swap(
+        self, origin: Any, compare: Any, result: np.ndarray, target: int, disp: int = 0
+    ) -> Request:
+        """Atomically: ``result = target[disp]``; if it equals ``compare``, store ``origin``."""
+        if self.dtype.kind not in "iub":
+            raise RmaTypeError(f"compare_and_swap needs an integer or bool window, not {self.dtype}")
+        data = self._single(self._origin(origin), "origin")
+        expected = self._single(self._origin(compare), "compare")
+        out = self._single(self._result(result), "result")
+        target, disp = self._check_span(target, disp, 1)
+        op_ = RmaOp(RmaKind.COMPARE_AND_SWAP, target, disp, origin=data, compare=expected, result=out)
+        return self._rma(op_, "compare_and_swap", result)
+
+    # --------------------------------------------------------------------------- free
+
+    def free(self) -> Request:
+        """Collective.  Completes once every epoch of this window has completed (rule 10b) and
+        every rank has freed it.  Raises EpochError, changing nothing, while an epoch with RMA
+        calls is open.  Memory from ``win_allocate`` stays readable as a private copy."""
+        token = self._engine.free()
+        engine_done = self._driver.watch(self.win_id, token)
+        self._driver.pump()
+        task = asyncio.get_running_loop().create_task(self._finish_free(engine_done))
+        return Request(task, self._driver.progress, "free")
+
+    async def _finish_free(self, engine_done: asyncio.Future[Any]) -> None:
+        await engine_done
+        copy = await self._comm._endpoint.free_window(self.win_id)
+        if copy is not None:
+            self._memory = copy
+        self._driver.remove_engine(self.win_id)
+        self.freed = True
+
+    # ------------------------------------------------------------------------ helpers
+
+    def _call(self, token: int, what: str, value: Any = None) -> Request:
+        future = self._driver.watch(self.win_id, token, value)
+        # The call pushes its epoch as far as it can go now (DESIGN §6): execute the engine's
+        # actions, then poll once so that completions already available are seen.
+        self._driver.progress()
+        return Request(future, self._driver.progress, what)
+
+    def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
+        return self._call(self._engine.rma(op.target, op), what, value)
+
+    def _check_open(self) -> None:
+        if self._engine.freeing:
+            raise WindowFreedError("the window has been freed")
+
+    def _origin(self, origin: Any) -> np.ndarray:
+        self._check_open()
+        if isinstance(origin, np.ndarray):
+            if origin.dtype != self.dtype:
+                raise RmaTypeError(f"buffer dtype {origin.dtype} does not match window {self.dtype}")
+            return np.ascontiguousarray(origin).reshape(-1)
+        array = np.asarray(origin)
+        if array.dtype.kind not in "biufc" or not np.can_cast(array.dtype, self.dtype, "same_kind"):
+            raise RmaTypeError(f"cannot send {origin!r} into a window of dtype {self.dtype}")
+        return np.ascontiguousarray(array, dtype=self.dtype).reshape(-1)
+
+    def _result(self, result: Any) -> np.ndarray:
+        self._check_open()
+        if not isinstance(result, np.ndarray):
+            raise RmaTypeError(f"result must be a numpy array, not {type(result).__name__}")
+        if result.dtype != self.dtype:
+            raise RmaTypeError(f"result dtype {result.dtype} does not match window {self.dtype}")
+        if not result.flags.c_contiguous or not result.flags.writeable:
+            raise RmaTypeError("result must be a writeable, C-contiguous array")
+        return result.reshape(-1)
+
+    @staticmethod
+    def _single(array: np.ndarray, name: str) -> np.ndarray:
+        if array.size != 1:
+            raise RmaTypeError(f"{name} must hold exactly one element, not {array.size}")
+        return array
+
+    def _op(self, op: Any, *, allow_no_op: bool) -> Op:
+        try:
+            operation = Op(op)
+        except ValueError:
+            raise RmaUsageError(f"{op!r} is not an aiorma op (SUM, MAX, REPLACE, ...)") from None
+        if operation is Op.NO_OP and not allow_no_op:
+            raise RmaUsageError("NO_OP is only meaningful for get_accumulate and fetch_and_op")
+        check_op_dtype(operation, self.dtype)
+        return operation
+
+    def _check_span(self, target: int, disp: int, count: int) -> tuple[int, int]:
+        if not isinstance(target, int | np.integer) or not 0 <= target < self.size:
+            raise RmaRangeError(f"target {target!r} is outside the window's group of {self.size}")
+        if not isinstance(disp, int | np.integer) or disp < 0:
+            raise RmaRangeError(f"displacement must be a non-negative integer, not {disp!r}")
+        exposed = self.counts[target]
+        if disp + count > exposed:
+            raise RmaRangeError(
+                f"elements [{disp}, {disp + count}) are outside rank {target}'s window of {exposed}"
+            )
+        return int(target), int(disp)
+
+    def __repr__(self) -> str:
+        return f"<Window {self.win_id} rank {self.rank}/{self.size} {self.dtype} {self.counts}>"
