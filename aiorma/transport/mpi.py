@@ -213,9 +213,7 @@ class MpiEndpoint:
         keep: object = op  # holds origin/result/compare arrays
         with map_transport_errors(f"issue {op.kind.value}"):
             if op.kind is RmaKind.COMPARE_AND_SWAP:
-                win.Compare_and_swap(
-                    [op.origin, dt], [op.compare, dt], [op.result, dt], op.target, op.disp
-                )
+                win.Compare_and_swap([op.origin, dt], [op.compare, dt], [op.result, dt], op.target, op.disp)
                 # Bounded: intra-node RMA is passive.  After this the result buffer is filled.
                 win.Flush_local(op.target)
                 self._completed.append((win_id, token))

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: set up .venv, then run an example on 4 ranks under the mpich wheel's mpiexec.
+# Usage: ./dev/example.sh [example.py] [ranks] [args...]   (default: examples/quickstart.py 4)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./dev/setup.sh
+example=${1:-examples/quickstart.py}
+ranks=${2:-4}
+shift $(( $# > 2 ? 2 : $# ))
+exec .venv/bin/mpiexec -n "$ranks" .venv/bin/python "$example" "$@"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: set up .venv, lint, then every test (local transport and real mpiexec runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./dev/setup.sh
+.venv/bin/ruff check aiorma tests examples
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,130 @@
+"""A few WindowEngines wired together in memory, with no event loop (as h11's tests/helpers.py).
+
+Control packets wait in one FIFO queue per (src, dst) pair until delivered.  RMA operations are not
+applied (payloads may be plain strings): an IssueRma is recorded and, unless its rank is ``manual``,
+completed at once; a FlushTarget is answered at once the same way.  CompleteRequest actions are
+collected per rank.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import attrs
+
+from aiorma.engine.actions import CompleteRequest, FlushTarget, IssueRma, SendControl
+from aiorma.engine.packets import ControlPacket
+from aiorma.engine.window_engine import WindowEngine
+from aiorma.info import Info
+
+WIN_ID = 7
+
+
+class EngineNet:
+    def __init__(self, size: int, info: Info | None = None) -> None:
+        self.size = size
+        self.engines = [WindowEngine(WIN_ID, r, size, info, history=True) for r in range(size)]
+        self.queues: dict[tuple[int, int], deque[ControlPacket]] = {
+            (s, d): deque() for s in range(size) for d in range(size)
+        }
+        self.held: set[tuple[int, int]] = set()
+        self.manual: set[int] = set()  # ranks whose IssueRma / FlushTarget are left to the test
+        self.sent: list[tuple[int, int, ControlPacket]] = []
+        self.issued: list[list[IssueRma]] = [[] for _ in range(size)]
+        self.flush_requests: list[list[FlushTarget]] = [[] for _ in range(size)]
+        self.completed: list[set[int]] = [set() for _ in range(size)]
+        self.order: list[list[int]] = [[] for _ in range(size)]  # completion order
+        self.errors: list[dict[int, BaseException]] = [{} for _ in range(size)]
+
+    def __getitem__(self, rank: int) -> WindowEngine:
+        return self.engines[rank]
+
+    def hold(self, src: int, dst: int) -> None:
+        self.held.add((src, dst))
+
+    def release(self, src: int, dst: int) -> None:
+        self.held.discard((src, dst))
+
+    def deliver(self, src: int | None = None, dst: int | None = None) -> int:
+        """Deliver queued packets: all not-held pairs, or exactly the pair given (held or not)."""
+        if src is not None and dst is not None:
+            pairs = [(src, dst)]
+        else:
+            pairs = [p for p in self.queues if p not in self.held]
+        count = 0
+        for s, d in pairs:
+            queue = self.queues[(s, d)]
+            while queue:
+                self.engines[d].receive(s, queue.popleft())
+                count += 1
+        return count
+
+    def step(self) -> int:
+        """Drain every engine once and carry out the actions; returns how many there were."""
+        count = 0
+        for rank, engine in enumerate(self.engines):
+            for action in engine.drain():
+                count += 1
+                self._execute(rank, engine, action)
+        return count
+
+    def _execute(self, rank: int, engine: WindowEngine, action: Any) -> None:
+        if isinstance(action, SendControl):
+            self.queues[(rank, action.dest)].append(action.packet)
+            self.sent.append((rank, action.dest, action.packet))
+        elif isinstance(action, IssueRma):
+            self.issued[rank].append(action)
+            if rank not in self.manual:
+                engine.op_completed(action.token)
+        elif isinstance(action, FlushTarget):
+            self.flush_requests[rank].append(action)
+            if rank not in self.manual:
+                engine.flushed(action.target, action.upto)
+        elif isinstance(action, CompleteRequest):
+            assert action.token not in self.completed[rank], f"token {action.token} completed twice"
+            self.completed[rank].add(action.token)
+            self.order[rank].append(action.token)
+            if action.error is not None:
+                self.errors[rank][action.token] = action.error
+        else:  # pragma: no cover
+            raise AssertionError(f"unknown action {action!r}")
+
+    def settle(self) -> None:
+        """Step and deliver until nothing moves."""
+        while self.step() + self.deliver():
+            pass
+
+    def payloads(self, rank: int) -> list[Any]:
+        return [a.payload for a in self.issued[rank]]
+
+    def steps(self, rank: int) -> list[tuple[str, int]]:
+        history = self.engines[rank].history
+        assert history is not None
+        return [(e.step, e.epoch_id) for e in history]
+
+
+def snapshot(engine: WindowEngine) -> dict[str, Any]:
+    """A comparable picture of everything an application call could change."""
+
+    def access(epoch: Any) -> tuple[Any, ...]:
+        return tuple(
+            (r, a.ordinal, a.granted, len(a.ops), len(a.queued), a.closed_out)
+            for r, a in sorted(epoch.access.items())
+        )
+
+    return {
+        "live": [
+            (e.id, e.kind, e.state, e.closed, access(e), tuple(sorted(e.expected_done.items())))
+            for e in engine.live_epochs()
+        ],
+        "open": [e.id for e in engine.open_epochs()],
+        "peers": [attrs.astuple(p) for p in engine.peers],
+        "locks": (sorted(engine.locks.holders.items()), list(engine.locks.waiting)),
+        "freeing": engine.freeing,
+        "failure": engine.failure,
+        "history": list(engine.history or ()),
+        "pending_tokens": sorted(engine._pending_tokens),
+        "next_token": engine._next_token,
+        "actions": list(engine._actions),
+    }

@@ -1,0 +1,61 @@
+"""Run a Python script on N ranks under the mpich wheel's ``mpiexec`` (used by the MPI tests).
+
+MPICH's hydra starts more ranks than cores without extra flags.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` installed next to this interpreter (the mpich wheel's), else one on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def run_mpi(
+    script: str | Path, nprocs: int, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``mpiexec -n nprocs python script args`` with the repository on ``PYTHONPATH``.
+
+    Raises AssertionError, with the captured stdout/stderr, on a non-zero exit or a timeout; on a
+    timeout the whole process group (mpiexec and every rank) is killed first.
+    """
+    mpiexec = find_mpiexec()
+    assert mpiexec is not None, "no mpiexec found (install the mpich wheel)"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    cmd = [mpiexec, "-n", str(nprocs), sys.executable, str(script), *args]
+    # A new session makes mpiexec and its ranks one process group that a timeout can kill whole.
+    with subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            raise AssertionError(
+                f"{' '.join(cmd)} timed out after {timeout} s\n"
+                f"--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+            ) from None
+    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    if result.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} exited with {result.returncode}\n"
+            f"--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+        )
+    return result
