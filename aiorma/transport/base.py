@@ -109,6 +109,16 @@ class Endpoint(Protocol):
         """True when completions can only be found by calling :meth:`poll` (MPI); False when the
         endpoint reports them from event-loop callbacks by itself (local)."""
 
+    def idle_fileno(self) -> int | None:
+        """For polled endpoints: a descriptor that turns readable when a peer sent a packet, so an
+        idle rank can park on it instead of polling; None when there is none."""
+
+    def busy(self) -> bool:
+        """For polled endpoints: own operations are outstanding (they ring no doorbell)."""
+
+    def expecting(self) -> bool:
+        """For polled endpoints: a wake-up arrived whose packet is not yet received."""
+
     async def close(self) -> None: ...
 
 

@@ -168,6 +168,15 @@ class LocalEndpoint:
     def wants_polling(self) -> bool:
         return False
 
+    def idle_fileno(self) -> int | None:
+        return None
+
+    def busy(self) -> bool:
+        return False
+
+    def expecting(self) -> bool:
+        return False
+
     async def close(self) -> None:
         return None
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import socket
+import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -115,6 +117,11 @@ class MpiEndpoint:
         # Isend requests with their buffers: the buffer must outlive the request.
         self._sends: list[tuple[MPI.Request, bytes]] = []
         self._closed = False
+        self._doorbell, self._doorbell_peers = _open_doorbells(self._ctrl_comm)
+        # Each ring promises one packet from a peer.  MPICH may make the packet visible to Improbe
+        # only a poll or two after the ring arrives; until then the rank must not park again, or
+        # the (already drained) ring would be lost.
+        self._unclaimed_rings = 0
 
     def attach(self, sink: Sink) -> None:
         """Route completions and packets to ``sink``; called once, before any window exists."""
@@ -243,6 +250,27 @@ class MpiEndpoint:
         with map_transport_errors("send control packet"):
             request = self._ctrl_comm.Isend([data, MPI.BYTE], dest, _CTRL_TAG)
         self._sends.append((request, data))
+        address = self._doorbell_peers.get(dest)
+        if address is not None:
+            # Ring after the packet is sent, so a woken peer finds it.  A full socket buffer
+            # (BlockingIOError) means unread rings are already waiting: the wake-up is not lost.
+            with contextlib.suppress(BlockingIOError):
+                self._doorbell.sendto(b"\x01", address)
+
+    def idle_fileno(self) -> int | None:
+        """A file descriptor that becomes readable when a peer sent us a control packet, or None
+        when some peer cannot ring it (another host): then the driver keeps polling."""
+        if self._doorbell is None or len(self._doorbell_peers) != self.size - 1:
+            return None
+        return self._doorbell.fileno()
+
+    def busy(self) -> bool:
+        """Ops, flushes or sends of ours are outstanding: their completion rings no doorbell."""
+        return bool(self._pending or self._flushes or self._completed or self._sends)
+
+    def expecting(self) -> bool:
+        """A peer rang, but its packet has not been received yet: keep polling, do not park."""
+        return self._unclaimed_rings > 0
 
     def poll(self) -> bool:
         """Receive packets, report completed ops and flushes, retire finished sends.
@@ -252,11 +280,21 @@ class MpiEndpoint:
         """
         sink = self._sink
         assert sink is not None, "attach() a sink before polling"
+        self._drain_doorbell()
         busy = self._receive_packets(sink)
         busy |= self._report_ops(sink)
         busy |= self._run_flushes(sink)
         self._retire_sends()
         return busy
+
+    def _drain_doorbell(self) -> None:
+        # The rings carry no data (a stray datagram costs at most a spurious wake-up); empty the
+        # socket so that it becomes readable again only for new rings.
+        if self._doorbell is None:
+            return
+        with contextlib.suppress(BlockingIOError):
+            while self._doorbell.recv(64):
+                self._unclaimed_rings += 1
 
     def _receive_packets(self, sink: Sink) -> bool:
         arrived: list[tuple[int, ControlPacket]] = []
@@ -275,6 +313,8 @@ class MpiEndpoint:
             for win_id in {packet.win_id for _, packet in arrived}:
                 if (window := self._windows.get(win_id)) is not None:
                     window.win.Sync()
+        from_peers = sum(1 for src, _ in arrived if src != self.rank)
+        self._unclaimed_rings = max(0, self._unclaimed_rings - from_peers)
         for src, packet in arrived:
             sink.packet_received(src, packet)
         return bool(arrived)
@@ -337,3 +377,32 @@ class MpiEndpoint:
         finally:
             if self._executor is not None:
                 self._executor.shutdown()
+            if self._doorbell is not None:
+                self._doorbell.close()
+
+
+def _open_doorbells(comm: MPI.Intracomm) -> tuple[socket.socket | None, dict[int, str]]:
+    """Bind this rank's doorbell and learn the addresses of the peers on the same host.
+
+    A doorbell is a non-blocking UNIX datagram socket in the abstract namespace, named after the
+    job (a random id from rank 0) and the rank.  Collective and blocking: start-up only.
+    """
+    job = comm.bcast(uuid.uuid4().hex if comm.Get_rank() == 0 else None, root=0)
+    rank = comm.Get_rank()
+    doorbell: socket.socket | None = None
+    try:
+        doorbell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        doorbell.bind(f"\0aiorma-{job}-{rank}")
+        doorbell.setblocking(False)
+    except OSError:  # no abstract UNIX sockets here: fall back to polling
+        if doorbell is not None:
+            doorbell.close()
+        doorbell = None
+    hosts = comm.allgather((socket.gethostname(), doorbell is not None))
+    here = hosts[rank][0]
+    peers = {
+        r: f"\0aiorma-{job}-{r}"
+        for r, (host, bound) in enumerate(hosts)
+        if r != rank and host == here and bound
+    }
+    return doorbell, peers
