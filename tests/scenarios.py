@@ -340,7 +340,7 @@ async def free_completes_unawaited_epochs(comm: aiorma.Comm) -> None:
 async def windows_are_independent(comm: aiorma.Comm) -> None:
     """Rule 11: an epoch deferred on one window does not hold back another window."""
     slow = await comm.win_allocate(1, np.int64)
-    fast = await comm.win_allocate(1, np.int64)
+    fast = await comm.win_allocate(2, np.int64)  # [data, "go ahead" signal]
     if comm.rank == 0:
         blocked = slow.start([1])  # rank 1 posts on `slow` only much later
         slow.put(np.array([1]), 1, 0)
@@ -350,14 +350,14 @@ async def windows_are_independent(comm: aiorma.Comm) -> None:
         await fast.complete()
         assert not blocked.done() and not slow_done.done()
         fast.lock(1, aiorma.LOCK_SHARED)
-        fast.put(np.array([1]), 1, 0)  # tell rank 1 to post on `slow` now
+        fast.put(np.array([1]), 1, 1)  # tell rank 1 to post on `slow` now
         await fast.unlock(1)
         await slow_done
     elif comm.rank == 1:
         await fast.post([0])
         await fast.wait()
         assert fast.memory[0] == 2
-        while fast.memory[0] != 1:
+        while fast.memory[1] != 1:
             await asyncio.sleep(0.005)
         await slow.post([0])
         await slow.wait()

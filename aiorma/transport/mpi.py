@@ -313,8 +313,9 @@ class MpiEndpoint:
             for win_id in {packet.win_id for _, packet in arrived}:
                 if (window := self._windows.get(win_id)) is not None:
                     window.win.Sync()
-        from_peers = sum(1 for src, _ in arrived if src != self.rank)
-        self._unclaimed_rings = max(0, self._unclaimed_rings - from_peers)
+        # No clamping at zero: a packet is often received before its ring is read, and the ring
+        # read later must then cancel out, not look like a packet still to come.
+        self._unclaimed_rings -= sum(1 for src, _ in arrived if src != self.rank)
         for src, packet in arrived:
             sink.packet_received(src, packet)
         return bool(arrived)
