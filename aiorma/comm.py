@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from .constants import MODE_NOSUCCEED
+from .engine.actions import EpochEvent
 from .engine.window_engine import WindowEngine
 from .errors import RmaTypeError, RmaUsageError
 from .info import Info, as_info
@@ -30,7 +31,10 @@ class Comm:
         self.size = endpoint.size
         self._next_win_id = 1
         self._sync_window: Window | None = None
-        self.history = False  # record epoch events in new windows' engines (tests, tracing)
+        self.history = False  # keep epoch events in new windows' engines (tests)
+        #: Called as ``observer(win_id, event)`` for every epoch event of windows created after it
+        #: is set (tracing); it runs inside engine calls and must not call aiorma.
+        self.observer: Callable[[int, EpochEvent], None] | None = None
 
     async def win_create(self, buf: np.ndarray, info: Info | Mapping[str, object] | None = None) -> Window:
         """Expose the caller's array ``buf`` (any shape, C-contiguous, writeable).  ``disp``
@@ -57,7 +61,15 @@ class Comm:
         self._next_win_id += 1
         # The engine exists before the collective finishes: a faster peer may already send
         # packets for this window, and they must not be dropped as stale.
-        engine = WindowEngine(win_id, self.rank, self.size, info, history=self.history)
+        observer = self.observer
+        engine = WindowEngine(
+            win_id,
+            self.rank,
+            self.size,
+            info,
+            history=self.history,
+            observer=(lambda event: observer(win_id, event)) if observer is not None else None,
+        )
         self._driver.add_engine(engine)
         try:
             layout = await self._endpoint.create_window(win_id, buf, count, dtype)

@@ -42,8 +42,10 @@ Action = SendControl | IssueRma | FlushTarget | CompleteRequest
 
 @attrs.frozen
 class EpochEvent:
-    """One step in an epoch's two lifetimes: open/close (application), activate/complete (engine)."""
+    """One step in an epoch's two lifetimes: open/close (application), activate/complete (engine),
+    or "issue": one of its RMA calls handed to the transport (``target`` is then its target)."""
 
-    step: str  # "open" | "close" | "activate" | "complete"
+    step: str  # "open" | "close" | "activate" | "complete" | "issue"
     epoch_id: int
     kind: EpochKind
+    target: int = -1

@@ -16,7 +16,7 @@ Matching uses only the monotonic counters of :class:`PeerTrait` (DESIGN §5).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -57,7 +57,14 @@ class WindowEngine:
     """Epoch state machines, activation rules, matching and the lock protocol of one window."""
 
     def __init__(
-        self, win_id: int, rank: int, size: int, info: Info | None = None, *, history: bool = False
+        self,
+        win_id: int,
+        rank: int,
+        size: int,
+        info: Info | None = None,
+        *,
+        history: bool = False,
+        observer: Callable[[EpochEvent], None] | None = None,
     ) -> None:
         self.win_id = win_id
         self.rank = rank
@@ -67,6 +74,8 @@ class WindowEngine:
         self.locks = LockTable()
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
         self.history: list[EpochEvent] | None = [] if history else None
+        #: Called synchronously with every EpochEvent (tracing); it must not call the engine.
+        self.observer = observer
         self.failure: EngineFailure | None = None
         self.freeing = False
         self._live: list[Epoch] = []  # epochs not yet completed, in the order they were opened
@@ -617,6 +626,9 @@ class WindowEngine:
         peer.issued_seq += 1
         op.seq = peer.issued_seq
         self._actions.append(IssueRma(op.token, op.target, op.payload))
+        if self.history is not None or self.observer is not None:
+            epoch = self._ops[op.token][1]
+            self._emit(EpochEvent("issue", epoch.id, epoch.kind, op.target))
 
     def _ops_complete(self, ops: list[RecordedOp], *, remote: bool) -> bool:
         for op in ops:
@@ -714,8 +726,14 @@ class WindowEngine:
             self._actions.append(CompleteRequest(token, error))
 
     def _record(self, step: str, epoch: Epoch) -> None:
+        if self.history is not None or self.observer is not None:
+            self._emit(EpochEvent(step, epoch.id, epoch.kind))
+
+    def _emit(self, event: EpochEvent) -> None:
         if self.history is not None:
-            self.history.append(EpochEvent(step, epoch.id, epoch.kind))
+            self.history.append(event)
+        if self.observer is not None:
+            self.observer(event)
 
     def _guarded(self, handler: Any, *args: Any) -> None:
         """Run an event handler; an internal inconsistency fails the window for good (h11)."""
