@@ -18,18 +18,24 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def _flag(value: object) -> bool:
+    return _parse_bool("reorder flag", value)
+
+
 @attrs.frozen(kw_only=True)
 class Info:
     """Per-window hints.  All flags are off by default (no epoch reordering).
 
-    Accepts the attribute spelling ``Info(access_after_access_reorder=True)`` or MPI-style string
-    keys, ``Info({"MPI_WIN_ACCESS_AFTER_ACCESS_REORDER": "1"})`` (see :meth:`from_mapping`).
+    Two spellings: ``Info(access_after_access_reorder=True)``, or MPI-style string keys through
+    :meth:`Info.from_mapping` — ``Info.from_mapping({"MPI_WIN_ACCESS_AFTER_ACCESS_REORDER": "1"})``.
+    ``win_create``/``win_allocate`` take either an ``Info`` or such a mapping directly.  Values are
+    booleans or "1"/"0"/"true"/"false"/"yes"/"no"/"on"/"off"; anything else is refused.
     """
 
-    access_after_access_reorder: bool = attrs.field(default=False, converter=bool)
-    access_after_exposure_reorder: bool = attrs.field(default=False, converter=bool)
-    exposure_after_exposure_reorder: bool = attrs.field(default=False, converter=bool)
-    exposure_after_access_reorder: bool = attrs.field(default=False, converter=bool)
+    access_after_access_reorder: bool = attrs.field(default=False, converter=_flag)
+    access_after_exposure_reorder: bool = attrs.field(default=False, converter=_flag)
+    exposure_after_exposure_reorder: bool = attrs.field(default=False, converter=_flag)
+    exposure_after_access_reorder: bool = attrs.field(default=False, converter=_flag)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object]) -> Info:
@@ -50,6 +56,8 @@ class Info:
 def _parse_bool(key: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
     text = str(value).strip().lower()
     if text in _TRUE:
         return True

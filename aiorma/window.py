@@ -84,7 +84,8 @@ class Window:
         return self._call(self._engine.post(group, assertion), "post")
 
     def start(self, group: Iterable[int], assertion: int = 0) -> Request:
-        """Begin an access epoch to ``group``.  Completes when every target has granted it."""
+        """Begin an access epoch to ``group``.  Completes when every target has granted it (or,
+        for an epoch without RMA calls that finished before its grants arrived, with the epoch)."""
         return self._call(self._engine.start(group, assertion), "start")
 
     def complete(self) -> Request:

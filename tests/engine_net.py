@@ -19,6 +19,7 @@ from aiorma.engine.window_engine import WindowEngine
 from aiorma.info import Info
 
 WIN_ID = 7
+LIFETIME = ("open", "close", "activate", "complete")
 
 
 class EngineNet:
@@ -99,9 +100,10 @@ class EngineNet:
         return [a.payload for a in self.issued[rank]]
 
     def steps(self, rank: int) -> list[tuple[str, int]]:
+        """The rank's epoch lifetime steps (open/close/activate/complete), in order."""
         history = self.engines[rank].history
         assert history is not None
-        return [(e.step, e.epoch_id) for e in history]
+        return [(e.step, e.epoch_id) for e in history if e.step in LIFETIME]
 
 
 def snapshot(engine: WindowEngine) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +16,17 @@ QUICKSTART = Path(REPO_ROOT) / "examples" / "quickstart.py"
 
 @pytest.mark.timeout(60)
 def test_quickstart_local() -> None:
+    # The repository on the path, so this works with or without aiorma installed.
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     result = subprocess.run(
         [sys.executable, str(QUICKSTART), "--local", "3"],
         capture_output=True,
         text=True,
         timeout=50,
         cwd=REPO_ROOT,
-        check=True,
+        env=env,
     )
+    assert result.returncode == 0, result.stderr
     assert "verified on 3 ranks" in result.stdout
 
 

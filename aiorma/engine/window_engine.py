@@ -16,6 +16,7 @@ Matching uses only the monotonic counters of :class:`PeerTrait` (DESIGN §5).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -218,7 +219,7 @@ class WindowEngine:
         is granted (at once with MODE_NOCHECK)."""
         self._check_usable()
         _check_assertion(assertion)
-        self._check_rank(rank)
+        rank = self._check_rank(rank)
         try:
             lock_type = LockType(lock_type)
         except ValueError:
@@ -238,7 +239,7 @@ class WindowEngine:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
         self._check_usable()
-        self._check_rank(rank)
+        rank = self._check_rank(rank)
         epoch = self._locks_open.get(rank)
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
@@ -279,7 +280,7 @@ class WindowEngine:
                 raise EpochError("flush_all() outside a lock or lock_all epoch")
             ops = [op for e in epochs for op in e.all_ops()]
         else:
-            self._check_rank(rank)
+            rank = self._check_rank(rank)
             epoch = self._access_epoch_for(rank, passive_only=True)
             if epoch is None:
                 raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
@@ -296,7 +297,7 @@ class WindowEngine:
         covers it (rule 3); it is issued at once if that epoch is active and granted.  Token:
         finished at local completion."""
         self._check_usable()
-        self._check_rank(target)
+        target = self._check_rank(target)
         epoch = self._access_epoch_for(target)
         if epoch is None:
             raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
@@ -572,6 +573,8 @@ class WindowEngine:
         for access in epoch.access.values():
             if access.closed_out:
                 continue
+            # An empty GATS access sends its "done" without waiting for the grant: a late post
+            # then costs this origin nothing (the target's counter remembers the done).
             needs_grant = bool(access.ops) or epoch.kind in PASSIVE_KINDS
             if needs_grant and not access.granted:
                 finished = False
@@ -610,6 +613,9 @@ class WindowEngine:
         for op in epoch.all_ops():
             self._ops.pop(op.token, None)
         self._record("complete", epoch)
+        # An empty access epoch can complete before its grants arrive; its opening Request must
+        # not outlive it.
+        self._complete_token(epoch.open_token)
         self._complete_token(epoch.close_token)
         self._activate_ready()
         self._check_free()
@@ -680,18 +686,23 @@ class WindowEngine:
 
     def _check_group(self, group: Iterable[int]) -> tuple[int, ...]:
         try:
-            members = tuple(int(r) for r in group)
-        except (TypeError, ValueError):
-            raise RmaUsageError(f"group must be an iterable of ranks, not {group!r}") from None
-        for rank in members:
-            self._check_rank(rank)
+            members = tuple(operator.index(rank) for rank in group)
+        except TypeError:
+            raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
+        members = tuple(self._check_rank(rank) for rank in members)
         if len(set(members)) != len(members):
             raise RmaUsageError(f"group {members} names a rank twice")
         return members
 
-    def _check_rank(self, rank: int) -> None:
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.size:
+    def _check_rank(self, rank: int) -> int:
+        """The rank as a plain int (numpy integers are welcome); raises RmaRangeError."""
+        try:
+            value = operator.index(rank)
+        except TypeError:
+            value = -1
+        if isinstance(rank, bool) or not 0 <= value < self.size:
             raise RmaRangeError(f"rank {rank!r} is outside the window's group of {self.size}")
+        return value
 
     def _check_usable(self) -> None:
         if self.failure is not None:

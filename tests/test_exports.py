@@ -1,0 +1,57 @@
+"""aiorma's public names: exactly the intended set (DESIGN §3), each resolving to the right object."""
+
+from __future__ import annotations
+
+import aiorma
+from aiorma import constants, errors
+
+PUBLIC = {
+    # entry points and objects
+    "run", "progress", "Comm", "Window", "Request", "Info",
+    # assertions
+    "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT", "MODE_NOPRECEDE", "MODE_NOSUCCEED",
+    # ops
+    "Op", "SUM", "PROD", "MIN", "MAX", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "REPLACE", "NO_OP",
+    # lock types
+    "LockType", "LOCK_EXCLUSIVE", "LOCK_SHARED",
+    # errors
+    "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
+    "RmaFailure", "TransportError", "EngineFailure",
+}  # fmt: skip
+
+
+def test_all_is_exactly_the_public_set() -> None:
+    assert len(aiorma.__all__) == len(set(aiorma.__all__))
+    assert set(aiorma.__all__) == PUBLIC
+
+
+def test_every_public_name_resolves() -> None:
+    missing = [name for name in aiorma.__all__ if not hasattr(aiorma, name)]
+    assert missing == []
+    namespace: dict[str, object] = {}
+    exec("from aiorma import *", namespace)
+    assert set(namespace) - {"__builtins__"} == PUBLIC
+
+
+def test_constants_are_the_named_members() -> None:
+    for op in aiorma.Op:
+        assert getattr(aiorma, op.name) is op
+    assert [aiorma.LOCK_EXCLUSIVE, aiorma.LOCK_SHARED] == [aiorma.LockType.EXCLUSIVE, aiorma.LockType.SHARED]
+    names = [f"MODE_{m}" for m in ("NOCHECK", "NOSTORE", "NOPUT", "NOPRECEDE", "NOSUCCEED")]
+    modes = [getattr(aiorma, name) for name in names]
+    assert modes == [getattr(constants, name) for name in names]
+    assert all(m > 0 and m & (m - 1) == 0 for m in modes)  # distinct single bits
+    assert len(set(modes)) == 5
+
+
+def test_error_hierarchy() -> None:
+    for name in ("EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError"):
+        assert issubclass(getattr(aiorma, name), aiorma.RmaUsageError)
+        assert getattr(aiorma, name) is getattr(errors, name)
+    for name in ("TransportError", "EngineFailure"):
+        assert issubclass(getattr(aiorma, name), aiorma.RmaFailure)
+    assert issubclass(aiorma.RmaRangeError, IndexError)
+    assert issubclass(aiorma.RmaTypeError, TypeError)
+    assert not issubclass(aiorma.RmaFailure, aiorma.RmaUsageError)
+    assert issubclass(aiorma.RmaUsageError, aiorma.RmaError)
+    assert issubclass(aiorma.RmaFailure, aiorma.RmaError)
