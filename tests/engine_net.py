@@ -111,7 +111,7 @@ def snapshot(engine: WindowEngine) -> dict[str, Any]:
 
     def access(epoch: Any) -> tuple[Any, ...]:
         return tuple(
-            (r, a.ordinal, a.granted, len(a.ops), len(a.queued), a.closed_out)
+            (r, a.ordinal, a.granted, a.op_count, len(a.unfinished), len(a.queued), a.closed_out)
             for r, a in sorted(epoch.access.items())
         )
 

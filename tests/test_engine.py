@@ -47,7 +47,7 @@ def newest(engine: WindowEngine) -> Any:
 
 
 def op_tokens(epoch: Any, target: int) -> list[int]:
-    return [op.token for op in epoch.access[target].ops]
+    return [op.token for op in epoch.access[target].unfinished]
 
 
 def refused(engine: WindowEngine, exc_type: type[BaseException], call: Any, *args: Any) -> None:

@@ -29,7 +29,10 @@ class AccessTarget:
     ordinal: int = 0  # this access's number towards `rank` (0 until activation)
     granted: bool = False
     queued: list[RecordedOp] = attrs.field(factory=list)  # recorded, waiting for the grant
-    ops: list[RecordedOp] = attrs.field(factory=list)  # every op of the epoch to this target
+    # Ops of the epoch to this target not yet known to be remotely complete, in call order.  Kept
+    # short by pruning, so a lock_all epoch that lives for the whole program costs O(1) per op.
+    unfinished: list[RecordedOp] = attrs.field(factory=list)
+    op_count: int = 0  # RMA calls made in this epoch towards this target
     closed_out: bool = False  # done/release sent
 
 
@@ -57,10 +60,10 @@ class Epoch:
 
     @property
     def has_ops(self) -> bool:
-        return any(t.ops for t in self.access.values())
+        return any(t.op_count for t in self.access.values())
 
-    def all_ops(self) -> list[RecordedOp]:
-        return [op for t in self.access.values() for op in t.ops]
+    def unfinished_ops(self) -> list[RecordedOp]:
+        return [op for t in self.access.values() for op in t.unfinished]
 
 
 @attrs.define

@@ -278,13 +278,17 @@ class WindowEngine:
             epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
             if not epochs:
                 raise EpochError("flush_all() outside a lock or lock_all epoch")
-            ops = [op for e in epochs for op in e.all_ops()]
+            targets = [a for e in epochs for a in e.access.values()]
         else:
             rank = self._check_rank(rank)
             epoch = self._access_epoch_for(rank, passive_only=True)
             if epoch is None:
                 raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
-            ops = list(epoch.access[rank].ops)
+            targets = [epoch.access[rank]]
+        ops = []
+        for access in targets:
+            self._prune(access.unfinished, remote=True)  # keeps a long passive epoch's list short
+            ops.extend(access.unfinished)
         token = self._new_token()
         self._flush_waiters.append(_FlushWaiter(token, ops, local_only))
         self._service_flush_waiters()
@@ -305,7 +309,8 @@ class WindowEngine:
         op = RecordedOp(token, target, payload)
         self._ops[token] = (op, epoch)
         access = epoch.access[target]
-        access.ops.append(op)
+        access.op_count += 1
+        access.unfinished.append(op)
         if epoch.state is EpochState.ACTIVE and access.granted:
             self._issue(op)
         else:
@@ -378,13 +383,12 @@ class WindowEngine:
             raise EngineFailure(f"unknown packet kind {kind!r}")
 
     def _op_completed(self, token: int) -> None:
-        entry = self._ops.get(token)
+        entry = self._ops.pop(token, None)  # locally complete: nothing looks it up by token again
         if entry is None or entry[0].seq == 0:
-            raise EngineFailure(f"completion for op {token}, which was never issued")
+            raise EngineFailure(f"completion for op {token}, which was never issued or completed twice")
         op, epoch = entry
-        if not op.locally_complete:
-            op.locally_complete = True
-            self._complete_token(op.token)
+        op.locally_complete = True
+        self._complete_token(op.token)
         self._advance(epoch)
         self._service_flush_waiters()
 
@@ -575,11 +579,11 @@ class WindowEngine:
                 continue
             # An empty GATS access sends its "done" without waiting for the grant: a late post
             # then costs this origin nothing (the target's counter remembers the done).
-            needs_grant = bool(access.ops) or epoch.kind in PASSIVE_KINDS
+            needs_grant = bool(access.op_count) or epoch.kind in PASSIVE_KINDS
             if needs_grant and not access.granted:
                 finished = False
                 continue
-            if not self._ops_complete(access.ops, remote=True):
+            if not self._prune(access.unfinished, remote=True):
                 self._request_flush(access.rank)
                 finished = False
                 continue
@@ -610,7 +614,7 @@ class WindowEngine:
     def _complete_epoch(self, epoch: Epoch) -> None:
         epoch.state = EpochState.COMPLETED
         self._live.remove(epoch)
-        for op in epoch.all_ops():
+        for op in epoch.unfinished_ops():
             self._ops.pop(op.token, None)
         self._record("complete", epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
@@ -636,13 +640,16 @@ class WindowEngine:
             epoch = self._ops[op.token][1]
             self._emit(EpochEvent("issue", epoch.id, epoch.kind, op.target))
 
-    def _ops_complete(self, ops: list[RecordedOp], *, remote: bool) -> bool:
-        for op in ops:
-            if op.seq == 0 or not op.locally_complete:
-                return False
-            if remote and self.peers[op.target].remote_complete_seq < op.seq:
-                return False
-        return True
+    def _finished(self, op: RecordedOp, *, remote: bool) -> bool:
+        if op.seq == 0 or not op.locally_complete:
+            return False
+        return not remote or self.peers[op.target].remote_complete_seq >= op.seq
+
+    def _prune(self, ops: list[RecordedOp], *, remote: bool) -> bool:
+        """Drop finished ops from ``ops`` (in place); True when none is left."""
+        if ops:
+            ops[:] = [op for op in ops if not self._finished(op, remote=remote)]
+        return not ops
 
     def _request_flush(self, target: int) -> None:
         peer = self.peers[target]
@@ -655,7 +662,7 @@ class WindowEngine:
             return
         remaining = []
         for waiter in self._flush_waiters:
-            if self._ops_complete(waiter.ops, remote=not waiter.local_only):
+            if self._prune(waiter.ops, remote=not waiter.local_only):
                 self._complete_token(waiter.token)
                 continue
             remaining.append(waiter)

@@ -259,8 +259,14 @@ class MpiEndpoint:
 
     def idle_fileno(self) -> int | None:
         """A file descriptor that becomes readable when a peer sent us a control packet, or None
-        when some peer cannot ring it (another host): then the driver keeps polling."""
+        when the rank must keep polling: some peer cannot ring it (another host), or a window
+        exposes user memory (``Win.Create``).  Measured with the mpich wheel: RMA into Win.Create
+        memory is carried by active messages that complete only when the *target* enters MPI
+        (a parked target made every put wait for its next guard poll), whereas Win.Allocate
+        memory is shared and truly passive."""
         if self._doorbell is None or len(self._doorbell_peers) != self.size - 1:
+            return None
+        if any(not window.allocated for window in self._windows.values()):
             return None
         return self._doorbell.fileno()
 
