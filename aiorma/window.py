@@ -235,7 +235,13 @@ class Window:
         return Request(future, self._driver.progress, what)
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
-        return self._call(self._engine.rma(op.target, op), what, value)
+        token = self._engine.rma(op.target, op)
+        future = self._driver.watch(self.win_id, token, value)
+        # Issue the op now (if its epoch is granted) but skip polling the transport: the next
+        # synchronization call or the poll task finds its completion, and an RMA-heavy loop
+        # does not pay a poll per call.
+        self._driver.pump()
+        return Request(future, self._driver.progress, what)
 
     def _check_open(self) -> None:
         if self._engine.freeing:
