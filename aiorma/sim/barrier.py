@@ -1,0 +1,226 @@
+"""Experiment ``barrier``: the n-way dissemination barrier (seed 003) at P = 2..1024, simulated.
+
+In round ``r`` every rank ``p`` puts the barrier's sequence number into the round's landing slots
+of ``p + i·(n+1)^r (mod P)`` for ``i = 1..n`` and waits until its own ``n`` slots of the round
+hold that number, put there by ``p - i·(n+1)^r``.  After round ``r`` a rank has (transitively)
+heard from ``(n+1)^(r+1)`` ranks, so ``ceil(log_{n+1} P)`` rounds suffice; in the last round a
+peer ``i·(n+1)^r >= P`` away would only repeat news, so it is skipped.  Slots hold monotonic
+sequence numbers and are compared with ``>=``, so back-to-back barriers need no reset.
+
+The ranks are :mod:`aiorma.sim.lite` ranks on a flat cluster (one rank per node, one switch), so
+every message costs the same and the LogGP prediction follows one rank's timeline
+(:func:`barrier_time_model`): a round with ``k`` peers takes ``max(2k·o, 2o + (k-1)·a + d + L)``
+with ``a = max(o, g, d)`` and ``d = bytes / bandwidth`` — ``k`` send overheads back to back, the
+last message's wire time, and ``k`` receive overheads that queue behind the sends when ``k·o``
+exceeds the latency — plus any wait for the NIC gap left over from the round before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from ..collectives.topology import Topology
+from ..transport.simnet import NetworkModel, NetworkParams, run_virtual
+from . import _report
+from .lite import LiteFabric, LiteWindow
+
+FLAG_BYTES = 8  # one int64 sequence number per put
+
+DEFAULT_SIZES = [2, 3, 4, 5, 7, 8, 9, 16, 27, 32, 64, 100, 128, 243, 256, 500, 512, 729, 1000, 1024]
+DEFAULT_WAYS = [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def dissemination_rounds(size: int, n: int) -> int:
+    """Rounds of the n-way dissemination barrier: the least ``r`` with ``(n+1)^r >= size``."""
+    if size < 1 or n < 1:
+        raise ValueError(f"need size >= 1 and n >= 1, not size={size}, n={n}")
+    rounds, span = 0, 1
+    while span < size:
+        span *= n + 1
+        rounds += 1
+    return rounds
+
+
+def round_peers(size: int, n: int, r: int) -> int:
+    """How many peers each rank signals in round ``r`` (``n``, fewer in a last partial round)."""
+    return min(n, (size - 1) // (n + 1) ** r)
+
+
+async def nway_dissemination_barrier(win: LiteWindow, n: int, seq: int) -> int:
+    """Run one barrier (the ``seq``-th, counting from 1) on ``win``, which must hold
+    ``rounds * n`` int64 slots on every rank.  Returns the number of rounds executed."""
+    rank, size = win.rank, win.size
+    flag = np.array([seq], dtype=np.int64)
+    rounds, step = 0, 1
+    while step < size:
+        peers = round_peers(size, n, rounds)
+        base = rounds * n
+        for i in range(1, peers + 1):
+            win.put(flag, (rank + i * step) % size, base + i - 1)
+        for i in range(1, peers + 1):
+            await win.wait_until(base + i - 1, seq)
+        step *= n + 1
+        rounds += 1
+    return rounds
+
+
+def barrier_time_model(size: int, n: int, params: NetworkParams, nbytes: int = FLAG_BYTES) -> float:
+    """LogGP prediction of one barrier on a flat cluster, all ranks entering at time 0.
+
+    Every rank does the same thing at the same time, so one rank's timeline is the barrier's.
+    A round with ``k`` peers starting at ``t``: ``k`` send overheads back to back; the NIC injects
+    message ``i`` at ``max(t + (i+1)·o, previous + max(g, d))`` (``d = bytes / bandwidth``); the
+    peers' messages arrive ``d + L`` after their injection, at the same offsets; each costs ``o``
+    to notice, after the sends.  When the NIC is never the bottleneck across rounds
+    (``g <= o + L + d``) this is the closed form ``max(2k·o, 2o + (k-1)·max(o, g, d) + d + L)``.
+    """
+    o, L = params.o, params.L
+    d = nbytes * params.G
+    busy = max(params.g, d)
+    t, nic_free = 0.0, 0.0
+    for r in range(dissemination_rounds(size, n)):
+        k = round_peers(size, n, r)
+        injects = []
+        for i in range(k):
+            nic_free = max(t + (i + 1) * o, nic_free)
+            injects.append(nic_free)
+            nic_free += busy
+        cpu = t + k * o
+        for inject in injects:
+            cpu = max(inject + d + L, cpu) + o
+        t = cpu
+    return t
+
+
+def closed_form_round(k: int, params: NetworkParams, nbytes: int = FLAG_BYTES) -> float:
+    """One round of ``k`` peers when the NIC gap is not the bottleneck (see the model)."""
+    o, d = params.o, nbytes * params.G
+    return max(2 * k * o, 2 * o + (k - 1) * max(o, params.g, d) + d + params.L)
+
+
+@attrs.frozen
+class BarrierRun:
+    rounds: int
+    entries: tuple[float, ...]  # when each rank entered its last barrier
+    exits: tuple[float, ...]  # when each rank left its last barrier
+    puts_per_rank: tuple[int, ...]
+
+
+def simulate_barrier(
+    size: int,
+    n: int,
+    params: NetworkParams | None = None,
+    *,
+    repeats: int = 1,
+    entry_delays: Sequence[float] | None = None,
+) -> BarrierRun:
+    """Run ``repeats`` back-to-back barriers on ``size`` simulated ranks; rank ``r`` first waits
+    ``entry_delays[r]`` simulated seconds (skew).  Deterministic."""
+    params = params or NetworkParams()
+    if entry_delays is not None and len(entry_delays) != size:
+        raise ValueError(f"entry_delays has {len(entry_delays)} entries for {size} ranks")
+    model = NetworkModel(Topology.flat(size), params)
+
+    async def run() -> BarrierRun:
+        loop = asyncio.get_running_loop()
+        fabric = LiteFabric(model)
+        wins = fabric.allocate(dissemination_rounds(size, n) * n, np.int64)
+        entries = [0.0] * size
+        exits = [0.0] * size
+
+        async def rank_main(rank: int) -> int:
+            if entry_delays is not None and entry_delays[rank] > 0:
+                await asyncio.sleep(entry_delays[rank])
+            rounds = 0
+            for seq in range(1, repeats + 1):
+                entries[rank] = loop.time()
+                rounds = await nway_dissemination_barrier(wins[rank], n, seq)
+                exits[rank] = loop.time()
+            return rounds
+
+        rounds = await asyncio.gather(*(rank_main(r) for r in range(size)))
+        return BarrierRun(
+            rounds=max(rounds),
+            entries=tuple(entries),
+            exits=tuple(exits),
+            puts_per_rank=tuple(c.puts for c in model.counters),
+        )
+
+    return run_virtual(run())
+
+
+def record(size: int, n: int, params: NetworkParams) -> dict:
+    run = simulate_barrier(size, n, params)
+    time_sim = max(run.exits)
+    time_model = barrier_time_model(size, n, params)
+    return {
+        "algorithm": "dissemination" if n == 1 else f"{n}-way dissemination",
+        "P": size,
+        "n": n,
+        "rounds": run.rounds,
+        "rounds_formula": dissemination_rounds(size, n),
+        "max_puts_per_rank": max(run.puts_per_rank),
+        "time_sim": time_sim,
+        "time_model": time_model,
+        "rel_error": abs(time_sim - time_model) / time_model if time_model else 0.0,
+    }
+
+
+def plot(records: list[dict], directory: Path) -> None:
+    plt = _report.pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    ways = sorted({r["n"] for r in records})
+    for n in ways:
+        rows = sorted((r for r in records if r["n"] == n), key=lambda r: r["P"])
+        xs = [r["P"] for r in rows]
+        (line,) = left.plot(xs, [r["time_sim"] * 1e6 for r in rows], "o-", ms=3, label=f"n={n} sim")
+        left.plot(xs, [r["time_model"] * 1e6 for r in rows], "--", color=line.get_color(), lw=0.8)
+    left.set_xscale("log", base=2)
+    left.set_xlabel("P (ranks)")
+    left.set_ylabel("barrier time (µs, simulated)")
+    left.set_title("n-way dissemination: simulation (points) vs LogP model (dashed)")
+    left.legend(fontsize=7, ncol=2)
+    sizes = sorted({r["P"] for r in records})
+    for size in [s for s in (64, 256, 1024) if s in sizes] or sizes[-1:]:
+        rows = sorted((r for r in records if r["P"] == size), key=lambda r: r["n"])
+        right.plot([r["n"] for r in rows], [r["time_sim"] * 1e6 for r in rows], "o-", label=f"P={size}")
+    right.set_xlabel("n (peers per round)")
+    right.set_ylabel("barrier time (µs, simulated)")
+    right.set_title("choice of n")
+    right.legend()
+    _report.save(fig, directory, "sim_barrier.png")
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    p = _report.parser("barrier", "n-way dissemination barrier on a simulated flat cluster (seed 003)")
+    p.add_argument("--sizes", type=_report.int_list, default=DEFAULT_SIZES, help="comma-separated P values")
+    p.add_argument("--ways", type=_report.int_list, default=DEFAULT_WAYS, help="comma-separated n values")
+    args = p.parse_args(argv)
+    if min(args.sizes) < 1 or min(args.ways) < 1:
+        p.error("P and n must be >= 1")
+    params = NetworkParams(seed=args.seed)
+    progress = _report.Progress("barrier", len(args.sizes) * len(args.ways))
+    records = []
+    for size in args.sizes:
+        for n in args.ways:
+            records.append(record(size, n, params))
+            progress.step(f"P={size} n={n}")
+    bad = [r for r in records if r["rounds"] != r["rounds_formula"] or r["rel_error"] > 0.01]
+    _report.write_json(
+        args.json, "barrier", params, {"sizes": args.sizes, "ways": args.ways, "topology": "flat"}, records
+    )
+    if args.plot is not None:
+        plot(records, args.plot)
+    worst = max(r["rel_error"] for r in records)
+    print(
+        f"[barrier] worst |sim - model| / model = {worst:.2e}; off-target records: {len(bad)}",
+        file=sys.stderr,
+    )
+    return 0
