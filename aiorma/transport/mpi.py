@@ -250,6 +250,9 @@ class MpiEndpoint:
         with map_transport_errors("send control packet"):
             request = self._ctrl_comm.Isend([data, MPI.BYTE], dest, _CTRL_TAG)
         self._sends.append((request, data))
+        if dest == self.rank:
+            self._unclaimed_rings += 1  # our own packet: do not park before receiving it
+            return
         address = self._doorbell_peers.get(dest)
         if address is not None:
             # Ring after the packet is sent, so a woken peer finds it.  A full socket buffer
@@ -275,7 +278,8 @@ class MpiEndpoint:
         return bool(self._pending or self._flushes or self._completed or self._sends)
 
     def expecting(self) -> bool:
-        """A peer rang, but its packet has not been received yet: keep polling, do not park."""
+        """A peer rang (or we sent ourselves a packet), but the packet has not been received yet:
+        keep polling, do not park."""
         return self._unclaimed_rings > 0
 
     def poll(self) -> bool:
@@ -319,9 +323,10 @@ class MpiEndpoint:
             for win_id in {packet.win_id for _, packet in arrived}:
                 if (window := self._windows.get(win_id)) is not None:
                     window.win.Sync()
-        # No clamping at zero: a packet is often received before its ring is read, and the ring
-        # read later must then cancel out, not look like a packet still to come.
-        self._unclaimed_rings -= sum(1 for src, _ in arrived if src != self.rank)
+        # Rings read plus packets sent to ourselves, minus packets received.  No clamping at
+        # zero: a packet is often received before its ring is read, and the ring read later must
+        # then cancel out, not look like a packet still to come.
+        self._unclaimed_rings -= len(arrived)
         for src, packet in arrived:
             sink.packet_received(src, packet)
         return bool(arrived)

@@ -1,0 +1,252 @@
+"""Transactional updates: many small exclusive-lock accumulates to random peers (seed 001 §5.4.2, §5.8.2).
+
+    mpiexec -n 4 python examples/transactions.py --json out.json
+    python examples/transactions.py --local 4 --transactions 500
+
+Every rank runs T transactions.  One transaction is ``lock(target, LOCK_EXCLUSIVE)``, an
+``accumulate`` of 32 int64 (256 B) at a random offset of the target's window, ``unlock(target)``:
+the exclusive lock makes the 32-element update atomic as a whole, which a bare accumulate (atomic
+per element only) would not.  Targets and offsets are random, so nobody knows in advance who will
+update whom — the pattern two-sided messages serve badly.
+
+Modes, each on its own window and with the same transactions:
+
+* ``blocking``: every unlock is awaited before the next lock (what blocking MPI imposes).
+* ``nonblocking``: transactions are issued without waiting; at most K unlock Requests are in
+  flight (a deque; when K are outstanding the oldest is awaited).  The engine still activates the
+  lock epochs one at a time, but each as soon as the previous one completes, inside the engine.
+* ``nonblocking+aaar``: the same on a window with ``Info(access_after_access_reorder=True)``, so
+  lock epochs towards *different* targets are active together (rule 13); two towards the same
+  target are still serialised by the exclusive lock itself.
+
+Verification is exact: each rank's transactions come from ``numpy.random.default_rng([seed,
+rank])``, so every rank can replay every rank's plan and compute, element by element, what its own
+window must hold after all modes and repeats.  The window is read after ``free()`` (which completes
+every epoch and every peer's operations into it).  A lost or doubled update shows as a mismatch.
+
+Throughput of one run is ``ranks × T / (slowest rank's elapsed time)`` after a barrier; with
+``--repeats`` the modes are interleaved (so drifting machine load hits them alike) and the median
+is reported.  ``CPU µs/tx`` is the CPU time of all ranks per transaction (from one barrier to the
+next): when ranks outnumber cores, throughput is bounded by it rather than by latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+import aiorma
+
+MODES = ("blocking", "nonblocking", "nonblocking+aaar")
+UPDATE = 32  # int64 elements per transaction: 256 B
+WINDOW = 4096  # int64 elements exposed per rank
+
+
+@dataclass(frozen=True)
+class Options:
+    transactions: int = 2000
+    inflight: int = 16
+    modes: tuple[str, ...] = MODES
+    repeats: int = 3
+    seed: int = 2024
+    window: int = WINDOW
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One rank's transactions: ``values[t]`` is accumulated at ``offsets[t]`` of ``targets[t]``."""
+
+    targets: np.ndarray
+    offsets: np.ndarray
+    values: np.ndarray
+
+
+def make_plan(seed: int, rank: int, size: int, transactions: int, window: int) -> Plan:
+    rng = np.random.default_rng([seed, rank])
+    targets = rng.integers(0, size, transactions)
+    offsets = rng.integers(0, window - UPDATE + 1, transactions)
+    values = rng.integers(-1000, 1001, (transactions, UPDATE), dtype=np.int64)
+    return Plan(targets, offsets, values)
+
+
+def expected_window(options: Options, rank: int, size: int) -> np.ndarray:
+    """What ``rank``'s window holds after every rank ran its plan ``repeats`` times."""
+    expected = np.zeros(options.window, np.int64)
+    columns = np.arange(UPDATE)
+    for origin in range(size):
+        plan = make_plan(options.seed, origin, size, options.transactions, options.window)
+        mine = plan.targets == rank
+        np.add.at(expected, plan.offsets[mine, None] + columns, plan.values[mine])
+    return expected * options.repeats
+
+
+async def run_transactions(
+    win: aiorma.Window, plan: Plan, blocking: bool, inflight: int, report: str | None
+) -> float:
+    """Issue every transaction of ``plan``; return the seconds until all have completed."""
+    pending: deque[tuple[aiorma.Request, aiorma.Request, aiorma.Request]] = deque()
+    total = len(plan.targets)
+    next_report = time.perf_counter() + 2.0
+    start = time.perf_counter()
+    for t in range(total):
+        target = int(plan.targets[t])
+        # The lock is not awaited even in blocking mode (MPICH's MPI_Win_lock returns at once too):
+        # the accumulate is recorded and replayed when the grant arrives.
+        locked = win.lock(target, aiorma.LOCK_EXCLUSIVE)
+        updated = win.accumulate(plan.values[t], target, int(plan.offsets[t]), aiorma.SUM)
+        unlocked = win.unlock(target)
+        if blocking:
+            await unlocked
+            await locked
+            await updated
+        else:
+            pending.append((locked, updated, unlocked))
+            if len(pending) >= inflight:
+                # Unlock completing implies its lock and accumulate did: those awaits do not yield.
+                for request in reversed(pending.popleft()):
+                    await request
+        if report is not None and time.perf_counter() >= next_report:
+            print(f"{report}: {t + 1}/{total} transactions issued", file=sys.stderr, flush=True)
+            next_report += 2.0
+    while pending:
+        for request in reversed(pending.popleft()):
+            await request
+    return time.perf_counter() - start
+
+
+async def main(comm: aiorma.Comm, options: Options) -> dict[str, object]:
+    """Run every mode ``repeats`` times; return this rank's times and verification per mode."""
+    plan = make_plan(options.seed, comm.rank, comm.size, options.transactions, options.window)
+    windows = {}
+    for mode in options.modes:
+        info = aiorma.Info(access_after_access_reorder=mode == "nonblocking+aaar")
+        windows[mode] = await comm.win_allocate(options.window, np.int64, info)
+    elapsed: dict[str, list[float]] = {mode: [] for mode in options.modes}
+    cpu: dict[str, list[float]] = {mode: [] for mode in options.modes}
+    for repeat in range(options.repeats):
+        for mode in options.modes:
+            await comm.barrier()  # start together: a run's time is the slowest rank's
+            label = f"[transactions] {mode} run {repeat + 1}/{options.repeats}"
+            report = label if options.progress and comm.rank == 0 else None
+            cpu_start = time.process_time()
+            seconds = await run_transactions(
+                windows[mode], plan, mode == "blocking", options.inflight, report
+            )
+            # CPU until every rank is done: a rank that finished early still serves lock requests.
+            await comm.barrier()
+            cpu[mode].append(time.process_time() - cpu_start)
+            elapsed[mode].append(seconds)
+            if report is not None:
+                print(f"{label}: done in {seconds:.3f} s (rank 0)", file=sys.stderr, flush=True)
+    expected = expected_window(options, comm.rank, comm.size)
+    verified = {}
+    for mode, win in windows.items():
+        # free() completes every epoch and every peer's operations into this window; afterwards
+        # win.memory is a private copy of the final contents.
+        await win.free()
+        verified[mode] = bool(np.array_equal(win.memory, expected))
+    return {"elapsed": elapsed, "cpu": cpu, "pid": os.getpid(), "verified": verified}
+
+
+def summarize(options: Options, ranks: list[dict[str, object]]) -> dict[str, object]:
+    """Combine every rank's result: job throughput per run (slowest rank), median over runs."""
+    size = len(ranks)
+    modes = {}
+    for mode in options.modes:
+        runs = [max(r["elapsed"][mode][i] for r in ranks) for i in range(options.repeats)]  # type: ignore[index]
+        rates = [size * options.transactions / s for s in runs]
+        # process_time() is per process: count each process once (--local puts every rank in one).
+        processes = list({r["pid"]: r for r in ranks}.values())
+        cpu = [sum(r["cpu"][mode][i] for r in processes) for i in range(options.repeats)]  # type: ignore[index]
+        modes[mode] = {
+            "tx_per_s": statistics.median(rates),
+            "tx_per_s_runs": rates,
+            # CPU seconds of all ranks per transaction: what a loaded machine makes scarce.
+            "cpu_us_per_tx": 1e6 * statistics.median(cpu) / (size * options.transactions),
+            "verified": all(r["verified"][mode] for r in ranks),  # type: ignore[index]
+        }
+    return {
+        "ranks": size,
+        "transactions_per_rank": options.transactions,
+        "inflight": options.inflight,
+        "repeats": options.repeats,
+        "bytes_per_update": UPDATE * 8,
+        "modes": modes,
+    }
+
+
+def print_table(summary: dict[str, object]) -> None:
+    modes: dict[str, dict[str, object]] = summary["modes"]  # type: ignore[assignment]
+    base = modes.get("blocking", {}).get("tx_per_s")
+    print(
+        f"{summary['ranks']} ranks, {summary['transactions_per_rank']} transactions per rank "
+        f"of {summary['bytes_per_update']} B, at most {summary['inflight']} in flight, "
+        f"median of {summary['repeats']} runs"
+    )
+    print(f"{'mode':<18} {'tx/s (job)':>12} {'vs blocking':>12} {'CPU µs/tx':>10}  verified")
+    for mode, row in modes.items():
+        ratio = f"{row['tx_per_s'] / base:.2f}x" if base else "-"
+        rate, cpu = row["tx_per_s"], row["cpu_us_per_tx"]
+        print(f"{mode:<18} {rate:>12.0f} {ratio:>12} {cpu:>10.0f}  {row['verified']}")
+
+
+def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transactions", "-T", type=int, default=Options.transactions, metavar="T")
+    parser.add_argument("--inflight", "-K", type=int, default=Options.inflight, metavar="K")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, from " + ", ".join(MODES))
+    parser.add_argument("--repeats", type=int, default=Options.repeats)
+    parser.add_argument("--seed", type=int, default=Options.seed)
+    parser.add_argument("--local", type=int, metavar="N", help="run N ranks in-process instead of MPI")
+    parser.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        parser.error(f"unknown mode(s) {unknown}; choose from {', '.join(MODES)}")
+    if args.transactions < 1 or args.inflight < 1 or args.repeats < 1:
+        parser.error("--transactions, --inflight and --repeats must be at least 1")
+    if args.local is not None and args.local < 1:
+        parser.error("--local needs at least one rank")
+    options = Options(
+        transactions=args.transactions,
+        inflight=args.inflight,
+        modes=modes,
+        repeats=args.repeats,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    return options, args
+
+
+def finish(options: Options, ranks: list[dict[str, object]], json_path: str | None) -> int:
+    summary = summarize(options, ranks)
+    print_table(summary)
+    if json_path:
+        with open(json_path, "w") as out:
+            json.dump(summary, out, indent=2)
+    verified = all(row["verified"] for row in summary["modes"].values())  # type: ignore[union-attr]
+    print("verified: every window holds exactly the sum of all updates" if verified else "LOST UPDATES")
+    return 0 if verified else 1
+
+
+if __name__ == "__main__":
+    opts, cli = parse()
+    if cli.local:
+        sys.exit(finish(opts, aiorma.run(main, opts, nprocs=cli.local), cli.json))
+    from mpi4py import MPI
+
+    mine = aiorma.run(main, opts)
+    everyone = MPI.COMM_WORLD.gather(mine, root=0)
+    code = finish(opts, everyone, cli.json) if MPI.COMM_WORLD.rank == 0 else 0
+    sys.exit(MPI.COMM_WORLD.bcast(code, root=0))
