@@ -39,6 +39,7 @@ class ProgressDriver:
         self._events: deque[tuple[Any, ...]] = deque()
         self._pumping = False
         self._poll_task: asyncio.Task[None] | None = None
+        self._parked: asyncio.Future[None] | None = None  # set while the poll task is parked
         endpoint.attach(self)
         _drivers.add(self)
 
@@ -75,10 +76,15 @@ class ProgressDriver:
     # ------------------------------------------------------------------- progress
 
     def progress(self) -> None:
-        """Poll the transport once and run everything that follows from it."""
+        """Run the engines, poll the transport once, and run everything that follows from it."""
+        self.pump()  # actions the calling API method queued (a flush, say) reach the transport first
         if self.endpoint.wants_polling():
             self.endpoint.poll()
-        self.pump()
+            self.pump()
+            # This poll may have read a doorbell ring whose packet is not visible yet; the poll
+            # task, parked on the now-empty doorbell, would not notice it before its guard poll.
+            if self._parked is not None and not self._parked.done() and self.endpoint.expecting():
+                self._parked.set_result(None)
 
     def pump(self) -> None:
         """Feed queued events to engines and execute their actions until nothing is left."""
@@ -153,9 +159,24 @@ class ProgressDriver:
                 await asyncio.sleep(_IDLE_SLEEP)
             # Own ops in flight ring nothing when they finish: poll again within 1 ms, but wake
             # at once for a peer's packet.  Idle: park on the doorbell, with a guard poll.
-            elif await _readable(fileno, _IDLE_SLEEP if endpoint.busy() else _PARKED_POLL):
+            elif await self._park(fileno, _IDLE_SLEEP if endpoint.busy() else _PARKED_POLL):
                 idle_polls = 0  # rung: spin again while the exchange goes on
         self._poll_task = None
+
+    async def _park(self, fileno: int, timeout: float) -> bool:
+        """Wait until ``fileno`` is readable or :meth:`progress` wakes us (True), or ``timeout``
+        passes (False)."""
+        loop = asyncio.get_running_loop()
+        self._parked = ready = loop.create_future()
+        loop.add_reader(fileno, lambda: ready.done() or ready.set_result(None))
+        try:
+            await asyncio.wait_for(ready, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            loop.remove_reader(fileno)
+            self._parked = None
 
     async def close(self) -> None:
         self.engines.clear()
@@ -165,20 +186,6 @@ class ProgressDriver:
                 await self._poll_task
             self._poll_task = None
         await self.endpoint.close()
-
-
-async def _readable(fileno: int, timeout: float) -> bool:
-    """Wait until ``fileno`` is readable (True) or ``timeout`` passes (False)."""
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(fileno, lambda: ready.done() or ready.set_result(None))
-    try:
-        await asyncio.wait_for(ready, timeout)
-        return True
-    except TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fileno)
 
 
 def progress() -> None:

@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from . import trace as _trace
 from .comm import Comm
 from .transport.local import LocalNetwork, OpDelay, PacketDelay
 
@@ -55,6 +56,7 @@ async def _run_local(
     network = LocalNetwork(nprocs, packet_delay=packet_delay, op_delay=op_delay)
     comms = [Comm(endpoint) for endpoint in network.endpoints]
     await asyncio.gather(*(comm._start() for comm in comms))
+    recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
 
     async def rank_main(comm: Comm) -> T:
         result = await main(comm, *args)
@@ -72,6 +74,7 @@ async def _run_local(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        _trace.flush(recorders, per_rank=False)
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
@@ -86,8 +89,12 @@ def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
     async def rank_main() -> T:
         comm = Comm(MpiEndpoint(world))
         await comm._start()
-        result = await main(comm, *args)
-        await comm._close()
+        recorders = _trace.attach_all([comm])
+        try:
+            result = await main(comm, *args)
+            await comm._close()
+        finally:
+            _trace.flush(recorders, per_rank=True)
         return result
 
     try:

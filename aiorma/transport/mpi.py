@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
@@ -36,6 +37,11 @@ from .base import RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 _T = TypeVar("_T")
 
 _CTRL_TAG = 0
+_RING_PATIENCE = 0.005  # how long a ring's packet may take to become visible to Improbe
+# After this long without rings or packets, every ring sent has been read and every packet
+# received, so the ring count must be zero; resetting it undoes drift from a ring dropped on a
+# full socket buffer (which would otherwise make later rings look already claimed).
+_RING_RESYNC = 0.05
 
 _MPI_OPS: dict[Op, MPI.Op] = {
     Op.SUM: MPI.SUM,
@@ -122,6 +128,7 @@ class MpiEndpoint:
         # only a poll or two after the ring arrives; until then the rank must not park again, or
         # the (already drained) ring would be lost.
         self._unclaimed_rings = 0
+        self._last_ring = 0.0  # time.monotonic() of the last ring read or packet received
 
     def attach(self, sink: Sink) -> None:
         """Route completions and packets to ``sink``; called once, before any window exists."""
@@ -252,6 +259,7 @@ class MpiEndpoint:
         self._sends.append((request, data))
         if dest == self.rank:
             self._unclaimed_rings += 1  # our own packet: do not park before receiving it
+            self._last_ring = time.monotonic()
             return
         address = self._doorbell_peers.get(dest)
         if address is not None:
@@ -279,8 +287,9 @@ class MpiEndpoint:
 
     def expecting(self) -> bool:
         """A peer rang (or we sent ourselves a packet), but the packet has not been received yet:
-        keep polling, do not park."""
-        return self._unclaimed_rings > 0
+        keep polling, do not park.  Bounded to a few milliseconds after the last ring, so a count
+        that drifted up can cost a short spin, never a spinning rank."""
+        return self._unclaimed_rings > 0 and time.monotonic() - self._last_ring < _RING_PATIENCE
 
     def poll(self) -> bool:
         """Receive packets, report completed ops and flushes, retire finished sends.
@@ -302,9 +311,16 @@ class MpiEndpoint:
         # socket so that it becomes readable again only for new rings.
         if self._doorbell is None:
             return
+        rings = 0
         with contextlib.suppress(BlockingIOError):
             while self._doorbell.recv(64):
-                self._unclaimed_rings += 1
+                rings += 1
+        now = time.monotonic()
+        if rings:
+            self._unclaimed_rings += rings
+            self._last_ring = now
+        elif self._unclaimed_rings and now - self._last_ring > _RING_RESYNC:
+            self._unclaimed_rings = 0
 
     def _receive_packets(self, sink: Sink) -> bool:
         arrived: list[tuple[int, ControlPacket]] = []
@@ -326,7 +342,9 @@ class MpiEndpoint:
         # Rings read plus packets sent to ourselves, minus packets received.  No clamping at
         # zero: a packet is often received before its ring is read, and the ring read later must
         # then cancel out, not look like a packet still to come.
-        self._unclaimed_rings -= len(arrived)
+        if arrived:
+            self._unclaimed_rings -= len(arrived)
+            self._last_ring = time.monotonic()
         for src, packet in arrived:
             sink.packet_received(src, packet)
         return bool(arrived)
