@@ -38,7 +38,8 @@ def run(
     if transport is None:
         transport = "local" if nprocs is not None else "mpi"
     if transport == "local":
-        return asyncio.run(_run_local(main, args, nprocs or 1, packet_delay, op_delay))
+        network = LocalNetwork(nprocs or 1, packet_delay=packet_delay, op_delay=op_delay)
+        return asyncio.run(run_ranks(main, args, network))
     if transport == "mpi":
         if packet_delay is not None or op_delay is not None:
             raise ValueError("delay injection is a feature of the local transport")
@@ -46,14 +47,9 @@ def run(
     raise ValueError(f"unknown transport {transport!r}; use 'local' or 'mpi'")
 
 
-async def _run_local(
-    main: Main[T],
-    args: tuple[Any, ...],
-    nprocs: int,
-    packet_delay: PacketDelay | None,
-    op_delay: OpDelay | None,
-) -> list[T]:
-    network = LocalNetwork(nprocs, packet_delay=packet_delay, op_delay=op_delay)
+async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork) -> list[T]:
+    """Run ``main(comm, *args)`` on every rank of an in-process ``network`` (the local transport,
+    or a subclass such as the simulated network) inside the running loop; the values, per rank."""
     comms = [Comm(endpoint) for endpoint in network.endpoints]
     await asyncio.gather(*(comm._start() for comm in comms))
     recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing

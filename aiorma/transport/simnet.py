@@ -353,30 +353,6 @@ def run_simulated(main: Callable[..., Awaitable[T]], network: SimNetwork, *args:
     """Run ``main(comm, *args)`` on every rank of ``network`` (real aiorma ranks: Comm, windows,
     engine) on a virtual clock; return the values, one per rank.  Like ``aiorma.run(...,
     transport="local")``: if a rank raises, the others are cancelled and the error propagates."""
-    return run_virtual(_run_ranks(main, network, args))
+    from ..runtime import run_ranks  # the transport layer must not import the API layer at module level
 
-
-async def _run_ranks(
-    main: Callable[..., Awaitable[T]], network: SimNetwork, args: tuple[Any, ...]
-) -> list[T]:
-    from ..comm import Comm  # the transport layer must not import the API layer at module level
-
-    comms = [Comm(endpoint) for endpoint in network.endpoints]
-    await asyncio.gather(*(comm._start() for comm in comms))
-
-    async def rank_main(comm: Comm) -> T:
-        result = await main(comm, *args)
-        await comm._close()
-        return result
-
-    tasks = [asyncio.create_task(rank_main(comm), name=f"rank {comm.rank}") for comm in comms]
-    try:
-        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            if task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-        return [task.result() for task in tasks]
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    return run_virtual(run_ranks(main, args, network))
