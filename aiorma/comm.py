@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .constants import MODE_NOSUCCEED
+from .collectives.api import Collectives
+from .constants import MODE_NOSUCCEED, Op
 from .engine.actions import EpochEvent
 from .engine.window_engine import WindowEngine
 from .errors import RmaTypeError, RmaUsageError
@@ -31,6 +32,7 @@ class Comm:
         self.size = endpoint.size
         self._next_win_id = 1
         self._sync_window: Window | None = None
+        self._collectives: Collectives | None = None
         self.history = False  # keep epoch events in new windows' engines (tests)
         #: Called as ``observer(win_id, event)`` for every epoch event of windows created after it
         #: is set (tracing); it runs inside engine calls and must not call aiorma.
@@ -56,9 +58,12 @@ class Comm:
             raise RmaUsageError(f"count must be a non-negative integer, not {count!r}")
         return await self._create(None, int(count), np.dtype(dtype), as_info(info))
 
-    async def _create(self, buf: np.ndarray | None, count: int, dtype: np.dtype, info: Info) -> Window:
-        win_id = self._next_win_id
-        self._next_win_id += 1
+    async def _create(
+        self, buf: np.ndarray | None, count: int, dtype: np.dtype, info: Info, *, win_id: int | None = None
+    ) -> Window:
+        if win_id is None:  # internal windows (the collectives' landing windows) bring their own id
+            win_id = self._next_win_id
+            self._next_win_id += 1
         # The engine exists before the collective finishes: a faster peer may already send
         # packets for this window, and they must not be dropped as stale.
         observer = self.observer
@@ -79,20 +84,104 @@ class Comm:
         return Window(self, engine, layout.memory, layout.counts)
 
     # ------------------------------------------------------------------ collectives
+    #
+    # Every collective takes effect when called and returns a Request; any number may be in
+    # flight, and they run in call order (the same on every rank).  They are built only on RMA:
+    # landing windows, puts, flushes and monotonic flags (aiorma/collectives, docs/collectives.md).
+    # Bad arguments raise at the call (RmaTypeError for buffers, RmaRangeError for a root,
+    # RmaUsageError for options) and change nothing.  ``algorithm=`` overrides the choice of the
+    # LogGP model; ``nodes=`` (one node label per rank) enables the node-leader algorithms.
 
-    def barrier(self) -> Request:
-        """Completes once every rank has called barrier (as many times).  It is a middle fence
-        on an internal window whose fence epoch stays open between barriers: the engine's fence
-        barrier semantics, one packet per peer, and any number may be in flight."""
-        if self._sync_window is None:
-            raise RmaUsageError("this Comm is not started; obtain it from aiorma.run()")
-        return self._sync_window.fence()
+    def barrier(self, *, algorithm: str | None = None, n: int | None = None) -> Request:
+        """Completes once every rank has called barrier (as many times).  ``algorithm``:
+        ``"nway"`` (n-way dissemination, ``n`` from the cost model unless given),
+        ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal window)."""
+        return self._collectives_state().barrier(algorithm=algorithm, n=n)
+
+    def bcast(
+        self,
+        buf: np.ndarray,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        k: int | None = None,
+        tree: Mapping[int, Sequence[int]] | None = None,
+        topology: object = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Copy ``buf`` of ``root`` into ``buf`` everywhere.  ``algorithm``: ``"binomial"``,
+        ``"knomial"`` (``k``), ``"scatter_allgather"``, ``"tree"`` (``tree={rank: [children]}``
+        or ``topology=`` an :class:`aiorma.collectives.topology.Topology`), ``"hierarchical"``."""
+        return self._collectives_state().bcast(
+            buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes
+        )
+
+    def reduce(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        op: Op = Op.SUM,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """``recv`` at ``root`` = every rank's ``send`` combined with ``op`` in rank order."""
+        return self._collectives_state().reduce(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+
+    def allreduce(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        op: Op = Op.SUM,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """``recv`` everywhere = every rank's ``send`` combined with ``op`` in rank order."""
+        return self._collectives_state().allreduce(send, recv, op, algorithm=algorithm, nodes=nodes)
+
+    def allgather(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Block ``i`` of ``recv`` (``size`` blocks of ``send.size``) = rank ``i``'s ``send``."""
+        return self._collectives_state().allgather(send, recv, algorithm=algorithm, nodes=nodes)
+
+    def gather(
+        self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
+    ) -> Request:
+        """Block ``i`` of ``recv`` at ``root`` = rank ``i``'s ``send``."""
+        return self._collectives_state().gather(send, recv, root, algorithm=algorithm)
+
+    def scatter(
+        self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
+    ) -> Request:
+        """``recv`` on rank ``i`` = block ``i`` of ``send`` at ``root``."""
+        return self._collectives_state().scatter(send, recv, root, algorithm=algorithm)
+
+    def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
+        """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``."""
+        return self._collectives_state().alltoall(send, recv, algorithm=algorithm)
+
+    def _collectives_state(self) -> Collectives:
+        if self._collectives is None:
+            raise RmaUsageError("this Comm is not started (or already closed); obtain it from aiorma.run()")
+        return self._collectives
 
     async def _start(self) -> None:
         self._sync_window = await self.win_allocate(0, np.uint8)
         self._sync_window.fence()
+        self._collectives = await Collectives.start(self)
 
     async def _close(self) -> None:
+        if self._collectives is not None:
+            collectives, self._collectives = self._collectives, None
+            await collectives.close()
         if self._sync_window is not None and not self._sync_window.freed:
             await self._sync_window.fence(MODE_NOSUCCEED)
             await self._sync_window.free()

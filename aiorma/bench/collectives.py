@@ -1,0 +1,360 @@
+"""Collectives: aiorma's (built on RMA) against the MPI library's own, in the same run.
+
+    python -m aiorma.bench collectives [--ranks 2,4,8] [--sizes 8,1024,65536,1048576,4194304]
+        [--collectives barrier,bcast,...] [--budget SECONDS] [--json PATH] [--plot DIR]
+
+For every rank count the command starts itself under the mpich wheel's ``mpiexec``.  On each rank,
+for each collective and message size, it times a loop of the MPI library's blocking collective
+(mpi4py: ``Barrier``, ``Bcast``, ``Reduce``, ``Allreduce``, ``Allgather``, ``Gather``,
+``Scatter``, ``Alltoall`` on ``COMM_WORLD``) and then a loop of aiorma's, each call awaited, on the
+same numpy buffers (float64).  Latency = the slowest rank's loop time / iterations.  The report is
+the ratio aiorma / MPI per cell.
+
+Message size is OSU's: the buffer of bcast/reduce/allreduce, and the per-rank block of allgather,
+gather, scatter and alltoall.  Iterations per cell: as many as fit ``--budget`` seconds per
+library (at least 3, at most 300), decided on rank 0 from a warm-up and broadcast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._launch import find_mpiexec, under_mpiexec
+
+COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall")
+DEFAULT_SIZES = (8, 1024, 65536, 1 << 20, 4 << 20)
+MIN_ITERS, MAX_ITERS = 3, 300
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m aiorma.bench collectives", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--ranks", default="2,4,8", help="comma-separated rank counts (default 2,4,8)")
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="message sizes in bytes")
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="which collectives")
+    parser.add_argument("--budget", type=float, default=0.25, help="seconds per library per cell")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--plot", type=Path, help="write PNG plots into this directory")
+    parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)  # internal: rank output
+    args = parser.parse_args(argv)
+    args.rank_counts = [int(x) for x in args.ranks.split(",") if x]
+    args.size_list = [int(x) for x in args.sizes.split(",") if x]
+    args.names = [x for x in args.collectives.split(",") if x]
+    unknown = set(args.names) - set(COLLECTIVES)
+    if unknown:
+        parser.error(f"unknown collectives {sorted(unknown)}; choose from {', '.join(COLLECTIVES)}")
+    return args
+
+
+# ---------------------------------------------------------------------- one rank (under mpiexec)
+
+
+class _Cell:
+    """Buffers and the two calls (MPI, aiorma) for one collective at one size."""
+
+    def __init__(self, name: str, nbytes: int, comm: Any, world: Any) -> None:
+        from mpi4py import MPI
+
+        size, rank = world.Get_size(), world.Get_rank()
+        n = max(1, nbytes // 8)
+        self.mpi: Callable[[], None]
+        self.aio: Callable[[], Awaitable[Any]]
+        if name == "barrier":
+            self.mpi = world.Barrier
+            self.aio = comm.barrier
+        elif name == "bcast":
+            buf = np.full(n, float(rank))
+            self.mpi = lambda: world.Bcast(buf, 0)
+            self.aio = lambda: comm.bcast(buf, 0)
+        elif name in ("reduce", "allreduce"):
+            send, recv = np.full(n, 1.0 + rank), np.zeros(n)
+            if name == "reduce":
+                self.mpi = lambda: world.Reduce(send, recv, MPI.SUM, 0)
+                self.aio = lambda: comm.reduce(send, recv, 1, 0)
+            else:
+                self.mpi = lambda: world.Allreduce(send, recv, MPI.SUM)
+                self.aio = lambda: comm.allreduce(send, recv)
+        elif name == "allgather":
+            send, recv = np.full(n, float(rank)), np.zeros(n * size)
+            self.mpi = lambda: world.Allgather(send, recv)
+            self.aio = lambda: comm.allgather(send, recv)
+        elif name == "gather":
+            send, recv = np.full(n, float(rank)), np.zeros(n * size)
+            self.mpi = lambda: world.Gather(send, recv, 0)
+            self.aio = lambda: comm.gather(send, recv, 0)
+        elif name == "scatter":
+            send, recv = np.arange(n * size, dtype=np.float64), np.zeros(n)
+            self.mpi = lambda: world.Scatter(send, recv, 0)
+            self.aio = lambda: comm.scatter(send, recv, 0)
+        else:
+            send, recv = np.full(n * size, float(rank)), np.zeros(n * size)
+            self.mpi = lambda: world.Alltoall(send, recv)
+            self.aio = lambda: comm.alltoall(send, recv)
+
+
+async def _time_aio(cell: _Cell, iters: int, comm: Any) -> float:
+    await comm.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        await cell.aio()
+    return time.perf_counter() - start
+
+
+def _time_mpi(cell: _Cell, iters: int, world: Any) -> float:
+    world.Barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        cell.mpi()
+    return time.perf_counter() - start
+
+
+def _iterations(seconds_per_call: float, budget: float) -> int:
+    return int(min(MAX_ITERS, max(MIN_ITERS, budget / max(seconds_per_call, 1e-7))))
+
+
+async def _rank_main(comm: Any, args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    rows = []
+    await comm.barrier()
+    for name in args.names:
+        for nbytes in [0] if name == "barrier" else args.size_list:
+            cell = _Cell(name, nbytes, comm, world)
+            # warm up both (first-touch of buffers, landing slots) and size the loops on rank 0
+            warm = _time_mpi(cell, 2, world) / 2
+            warm_aio = await _time_aio(cell, 2, comm) / 2
+            iters_mpi, iters_aio = world.bcast(
+                (_iterations(warm, args.budget), _iterations(warm_aio, args.budget)), 0
+            )
+            t_mpi = world.allreduce(_time_mpi(cell, iters_mpi, world), MPI.MAX) / iters_mpi
+            t_aio = await _time_aio(cell, iters_aio, comm)
+            t_aio = world.allreduce(t_aio, MPI.MAX) / iters_aio
+            if rank == 0:
+                row = {
+                    "collective": name,
+                    "ranks": size,
+                    "bytes": nbytes,
+                    "mpi_us": t_mpi * 1e6,
+                    "aiorma_us": t_aio * 1e6,
+                    "ratio": t_aio / t_mpi,
+                    "iters": [iters_mpi, iters_aio],
+                    "algorithm": (comm._collectives_state().trace or [""])[-1],
+                }
+                rows.append(row)
+                print(
+                    f"  {size} ranks {name:9} {nbytes:>8} B  mpi {t_mpi * 1e6:10.1f} us  "
+                    f"aiorma {t_aio * 1e6:10.1f} us  x{t_aio / t_mpi:8.1f}  ({row['algorithm']})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    await comm.barrier()
+    if rank == 0 and args.worker_out is not None:
+        args.worker_out.write_text(json.dumps(rows))
+
+
+# ---------------------------------------------------------------------- the launcher
+
+
+def _launch(ranks: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        command = [
+            find_mpiexec(),
+            "-n",
+            str(ranks),
+            sys.executable,
+            "-m",
+            "aiorma.bench.collectives",
+            "--sizes",
+            args.sizes,
+            "--collectives",
+            args.collectives,
+            "--budget",
+            str(args.budget),
+            "--worker-out",
+            str(out),
+        ]
+        print(f"[{ranks} ranks] {' '.join(command)}", file=sys.stderr, flush=True)
+        env = dict(os.environ)
+        repo = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+        status = subprocess.run(command, env=env, check=False).returncode
+        if status != 0:
+            raise SystemExit(f"mpiexec -n {ranks} exited with {status}")
+        return json.loads(out.read_text())
+
+
+def _machine() -> dict[str, Any]:
+    try:
+        from importlib.metadata import version
+
+        mpich = version("mpich")
+    except Exception:
+        mpich = "unknown"
+    return {
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "mpich": mpich,
+        "platform": platform.platform(),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one line per (collective, size), a column pair per rank count."""
+    ranks = sorted({r["ranks"] for r in rows})
+    head = (
+        "| collective | bytes | " + " | ".join(f"{p} ranks: MPI µs / aiorma µs / ratio" for p in ranks) + " |"
+    )
+    lines = [head, "|" + "---|" * (2 + len(ranks))]
+    keys = sorted(
+        {(r["collective"], r["bytes"]) for r in rows}, key=lambda k: (COLLECTIVES.index(k[0]), k[1])
+    )
+    for name, nbytes in keys:
+        cells = []
+        for p in ranks:
+            row = next(
+                (r for r in rows if (r["collective"], r["bytes"], r["ranks"]) == (name, nbytes, p)), None
+            )
+            cells.append(
+                "–"
+                if row is None
+                else f"{row['mpi_us']:.1f} / {row['aiorma_us']:.0f} / **{row['ratio']:.1f}**"
+            )
+        lines.append(f"| {name} | {nbytes if name != 'barrier' else '–'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ranks = sorted({r["ranks"] for r in rows})
+    names = [n for n in COLLECTIVES if any(r["collective"] == n for r in rows)]
+    written = []
+
+    def barrier_panel(ax: Any, key: str, label: str) -> None:
+        mine = sorted((r for r in rows if r["collective"] == "barrier"), key=lambda r: r["ranks"])
+        ax.plot([r["ranks"] for r in mine], [r[key] for r in mine], marker="o", label=label)
+        ax.set_title("barrier")
+        ax.set_xlabel("ranks")
+        ax.set_yscale("log")
+        ax.set_xticks([r["ranks"] for r in mine])
+
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        if name == "barrier":
+            barrier_panel(ax, "ratio", "aiorma / MPI")
+            ax.axhline(3, color="grey", ls="--", lw=0.8)
+            ax.set_ylabel("aiorma / MPI latency")
+            ax.legend(fontsize=7)
+            continue
+        for p in ranks:
+            mine = sorted(
+                (r for r in rows if r["collective"] == name and r["ranks"] == p), key=lambda r: r["bytes"]
+            )
+            if not mine:
+                continue
+            xs = [max(r["bytes"], 1) for r in mine]
+            ax.plot(xs, [r["ratio"] for r in mine], marker="o", label=f"{p} ranks")
+        ax.set_title(name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.axhline(3, color="grey", ls="--", lw=0.8)
+        ax.axhline(1.3, color="grey", ls=":", lw=0.8)
+        ax.set_xlabel("bytes")
+        ax.set_ylabel("aiorma / MPI latency")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    fig.suptitle("aiorma collectives (RMA-based) vs MPI's own — latency ratio (dashed: 3×, dotted: 1.3×)")
+    fig.tight_layout()
+    path = directory / "collectives_ratio.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    written.append(path)
+
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        if name == "barrier":
+            barrier_panel(ax, "aiorma_us", "aiorma")
+            barrier_panel(ax, "mpi_us", "MPI")
+            ax.set_ylabel("latency (µs)")
+            ax.legend(fontsize=7)
+            continue
+        for p in ranks:
+            mine = sorted(
+                (r for r in rows if r["collective"] == name and r["ranks"] == p), key=lambda r: r["bytes"]
+            )
+            if not mine:
+                continue
+            xs = [max(r["bytes"], 1) for r in mine]
+            (line,) = ax.plot(xs, [r["aiorma_us"] for r in mine], marker="o", label=f"aiorma {p}")
+            ax.plot(
+                xs, [r["mpi_us"] for r in mine], marker="x", ls="--", color=line.get_color(), label=f"MPI {p}"
+            )
+        ax.set_title(name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes")
+        ax.set_ylabel("latency (µs)")
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    fig.suptitle("collective latency: aiorma (solid) and MPI (dashed)")
+    fig.tight_layout()
+    path = directory / "collectives_latency.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    if under_mpiexec():
+        import aiorma
+
+        aiorma.run(_rank_main, args)
+        return 0
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for ranks in args.rank_counts:
+        rows += _launch(ranks, args)
+    result = {
+        "machine": _machine(),
+        "command": "python -m aiorma.bench collectives " + " ".join(argv),
+        "rows": rows,
+    }
+    print(table(rows))
+    print(f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1))
+    if args.plot is not None:
+        for path in plot(rows, args.plot):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

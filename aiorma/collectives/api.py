@@ -1,0 +1,452 @@
+"""Collectives: a Comm's collective operations, each returning a :class:`~aiorma.Request`.
+
+Every method checks its arguments at the call (raising, with nothing changed, on bad input),
+then queues the operation on the Comm's :class:`~.runner.SerialRunner`, which starts it inside the
+call when no earlier collective is still running.  The algorithm is chosen when the operation
+starts (see :mod:`.select`), so that every rank chooses from the same state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..constants import Op
+from ..errors import RmaTypeError, RmaUsageError
+from ..request import Request
+from . import select
+from . import validate as check
+from .barrier import nway_barrier
+from .bcast import hierarchical_bcast, knomial_bcast, scatter_allgather_bcast, tree_bcast
+from .gather import (
+    binomial_gather,
+    binomial_scatter,
+    bruck_allgather,
+    direct_alltoall,
+    direct_gather,
+    direct_scatter,
+    hierarchical_allgather,
+    pairwise_alltoall,
+    recursive_doubling_allgather,
+    ring_allgather,
+)
+from .landing import Landing, LandingConfig
+from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
+from .reduce import (
+    binomial_reduce,
+    hierarchical_allreduce,
+    hierarchical_reduce,
+    recursive_doubling_allreduce,
+    reduce_scatter_gather,
+    ring_allreduce,
+)
+from .reduce_ops import is_commutative
+from .runner import SerialRunner
+from .schedules import check_tree, node_groups, tree_parent_children
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+Groups = list[list[int]]
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    return array.reshape(-1).view(np.uint8)
+
+
+class Collectives:
+    """The collective state of one rank of a Comm: landing windows, cost model, job queue, and
+    the node map once discovered."""
+
+    def __init__(self, comm: Comm, landing: Landing) -> None:
+        self.comm = comm
+        self.rank = comm.rank
+        self.size = comm.size
+        self.landing = landing
+        #: Cost-model parameters used to choose algorithms (identical on every rank).
+        self.model: LogGP = DEFAULT_MPI if landing.polling else DEFAULT_LOCAL
+        self.runner = SerialRunner(landing._loop)
+        #: Node groups found from host names (by the first hierarchical call without ``nodes=``).
+        self.host_groups: Groups | None = None
+        #: Names of the algorithms that ran, most recent last (for tests and benchmarks; bounded).
+        self.trace: list[str] = []
+
+    @classmethod
+    async def start(cls, comm: Comm, config: LandingConfig | None = None) -> Collectives:
+        """Collective: create the landing windows."""
+        return cls(comm, await Landing.open(comm, config))
+
+    async def close(self) -> None:
+        """Collective: finish every queued collective, then free the landing windows."""
+        await self.runner.drain()
+        await self.landing.close()
+
+    def submit(self, job: Callable[[], Coroutine[Any, Any, Any]], description: str) -> Request:
+        """Queue ``job`` (started now if nothing runs) and return its Request, which completes
+        after the job's last flag writes were flushed (see :meth:`Landing.settle`)."""
+        landing = self.landing
+
+        async def settled() -> Any:
+            result = await job()
+            landing.settle()
+            return result
+
+        return Request(self.runner.submit(settled), landing.progress, description)
+
+    def _ran(self, name: str) -> None:
+        self.trace.append(name)
+        if len(self.trace) > 64:
+            del self.trace[:32]
+
+    @property
+    def everyone(self) -> list[int]:
+        return list(range(self.size))
+
+    async def _groups(self, labels: list[object] | None, required: bool) -> Groups | None:
+        """Node groups: from ``nodes=``, else from host names (discovered once, collectively,
+        when an algorithm needs them; every rank reaches this point in the same collective)."""
+        if labels is not None:
+            return node_groups(labels)
+        if self.host_groups is None and required:
+            self.host_groups = node_groups(await self._host_labels())
+        return self.host_groups
+
+    async def _host_labels(self) -> list[int]:
+        digest = hashlib.blake2b(socket.gethostname().encode(), digest_size=8).digest()
+        out = np.zeros(self.size, np.int64)
+        out[self.rank] = np.frombuffer(digest, np.int64)[0]
+        await bruck_allgather(self.landing, _bytes(out), 8, self.everyone)
+        return [int(v) for v in out]
+
+    # ------------------------------------------------------------------ barrier
+
+    def barrier(self, *, algorithm: str | None = None, n: int | None = None) -> Request:
+        """Completes once every rank has called barrier as many times.
+
+        ``algorithm``: ``"nway"`` (n-way dissemination, seed 003; ``n`` from the LogGP model
+        unless given), ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal
+        window: the engine's fence epochs have barrier semantics)."""
+        algo = check.algorithm(algorithm, select.BARRIER, "barrier")
+        ways = check.positive_int(n, 1, "n") if n is not None else None
+        if ways is not None and algo not in (None, "nway"):
+            raise RmaUsageError(f"n= applies to the n-way barrier, not to {algo!r}")
+        if algo == "fence":
+            sync = self.comm._sync_window
+            if sync is None:
+                raise RmaUsageError("this Comm is not started; obtain it from aiorma.run()")
+            return sync.fence()
+
+        async def job() -> None:
+            chosen = 1 if algo == "dissemination" else ways or select.barrier(self.model, self.size)
+            self._ran(f"barrier:nway{chosen}")
+            await nway_barrier(self.landing, chosen)
+
+        return self.submit(job, "barrier")
+
+    # ------------------------------------------------------------------ bcast
+
+    def bcast(
+        self,
+        buf: np.ndarray,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        k: int | None = None,
+        tree: Any = None,
+        topology: Any = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Copy ``buf`` of rank ``root`` into ``buf`` on every rank.
+
+        ``algorithm``: ``"binomial"``, ``"knomial"`` (``k`` children per level, default 2),
+        ``"scatter_allgather"``, ``"tree"`` (along ``tree={rank: [children]}``, or the tree
+        :func:`aiorma.collectives.topology.build_bcast_tree` makes from ``topology=``) or
+        ``"hierarchical"`` (node leaders; ``nodes=`` one label per rank, else host names)."""
+        data = check.recv_buffer(buf, "bcast buffer")
+        root = check.root(root, self.size)
+        algo = check.algorithm(algorithm, select.BCAST, "bcast")
+        ways = check.positive_int(k, 2, "k") if k is not None else None
+        labels = check.nodes(nodes, self.size)
+        if tree is not None and topology is not None:
+            raise RmaUsageError("give tree= or topology=, not both")
+        if topology is not None:
+            tree = _topology_tree(topology, root, self.size, data.nbytes)
+        if tree is not None:
+            if algo not in (None, "tree"):
+                raise RmaUsageError(f"tree= and topology= go with algorithm='tree', not {algo!r}")
+            algo = "tree"
+            links = tree_parent_children(check_tree(tree, root, self.size), root, self.rank)
+        elif algo == "tree":
+            raise RmaUsageError("algorithm='tree' needs tree= or topology=")
+        view = _bytes(data)
+
+        async def job() -> None:
+            if self.size == 1 or view.size == 0:
+                return
+            groups = await self._groups(labels, algo == "hierarchical")
+            name, chosen_k = (
+                (algo, ways or 2)
+                if algo
+                else select.bcast(self.model, self.size, view.size, self.landing.slot_bytes, groups)
+            )
+            if ways is not None:
+                chosen_k = ways
+            self._ran(f"bcast:{name}")
+            if name in ("binomial", "knomial"):
+                await knomial_bcast(
+                    self.landing, view, self.everyone, root, 2 if name == "binomial" else chosen_k
+                )
+            elif name == "scatter_allgather":
+                await scatter_allgather_bcast(self.landing, view, self.everyone, root)
+            elif name == "tree":
+                await tree_bcast(self.landing, view, *links)
+            else:
+                assert groups is not None
+                await hierarchical_bcast(self.landing, view, groups, root, chosen_k)
+
+        return self.submit(job, "bcast")
+
+    # ------------------------------------------------------------------ reduce / allreduce
+
+    def _reduction_args(
+        self, send: np.ndarray, op: Any, algo: str | None, what: str
+    ) -> tuple[np.ndarray, Op]:
+        source = check.send_buffer(send, f"{what} send buffer")
+        operation = check.op(op, source.dtype)
+        if algo in select.NEEDS_COMMUTATIVE and not is_commutative(operation):
+            raise RmaUsageError(f"{what} algorithm {algo!r} needs a commutative op, not {operation.name}")
+        return source, operation
+
+    def reduce(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        op: Op = Op.SUM,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Combine every rank's ``send`` with ``op`` in rank order into ``recv`` at ``root``
+        (``recv`` is ignored elsewhere and may be None there).
+
+        ``algorithm``: ``"binomial"`` (pipelined tree), ``"reduce_scatter_gather"`` or
+        ``"hierarchical"`` (node leaders); the last two need a commutative op."""
+        algo = check.algorithm(algorithm, select.REDUCE, "reduce")
+        root = check.root(root, self.size)
+        source, operation = self._reduction_args(send, op, algo, "reduce")
+        labels = check.nodes(nodes, self.size)
+        target = None
+        if self.rank == root:
+            target = check.recv_buffer(recv, "reduce receive buffer")
+            check.same_dtype(source, target, "reduce")
+            check.expect_size(target, source.size, "reduce receive buffer")
+
+        async def job() -> None:
+            # the root combines in its receive buffer; the others need a scratch copy
+            acc = source.reshape(-1).copy() if target is None else target.reshape(-1)
+            if target is not None and not np.may_share_memory(acc, source):
+                acc[...] = source.reshape(-1)
+            if self.size > 1 and acc.size:
+                groups = await self._groups(labels, algo == "hierarchical")
+                name = algo or select.reduce(
+                    self.model, self.size, acc.nbytes, self.landing.slot_bytes, operation, groups
+                )
+                self._ran(f"reduce:{name}")
+                if name == "binomial":
+                    await binomial_reduce(self.landing, acc, operation, self.everyone, root)
+                elif name == "reduce_scatter_gather":
+                    await reduce_scatter_gather(self.landing, acc, operation, self.everyone, root)
+                else:
+                    assert groups is not None
+                    await hierarchical_reduce(self.landing, acc, operation, groups, root)
+
+        return self.submit(job, "reduce")
+
+    def allreduce(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        op: Op = Op.SUM,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Combine every rank's ``send`` with ``op`` in rank order into ``recv`` on every rank
+        (``send is recv`` is allowed).
+
+        ``algorithm``: ``"recursive_doubling"``, ``"ring"`` (reduce-scatter + allgather) or
+        ``"hierarchical"`` (node leaders); the last two need a commutative op."""
+        algo = check.algorithm(algorithm, select.ALLREDUCE, "allreduce")
+        source, operation = self._reduction_args(send, op, algo, "allreduce")
+        target = check.recv_buffer(recv, "allreduce receive buffer")
+        check.same_dtype(source, target, "allreduce")
+        check.expect_size(target, source.size, "allreduce receive buffer")
+        labels = check.nodes(nodes, self.size)
+
+        async def job() -> None:
+            src, out = source.reshape(-1), target.reshape(-1)
+            if self.size == 1 or not src.size:
+                out[...] = src
+                return
+            groups = await self._groups(labels, algo == "hierarchical")
+            name = algo or select.allreduce(self.model, self.size, src.nbytes, operation, groups)
+            self._ran(f"allreduce:{name}")
+            if name == "recursive_doubling":
+                await recursive_doubling_allreduce(self.landing, src, out, operation, self.everyone)
+                return
+            if not np.may_share_memory(src, out):
+                out[...] = src  # the ring and the node reduce combine in place, in ``out``
+            if name == "ring":
+                await ring_allreduce(self.landing, out, operation, self.everyone)
+            else:
+                assert groups is not None
+                await hierarchical_allreduce(self.landing, out, operation, groups, 2)
+
+        return self.submit(job, "allreduce")
+
+    # ------------------------------------------------------------------ gathers
+
+    def allgather(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """``recv`` (``size`` blocks of ``send.size`` elements) gets block ``i`` from rank ``i``.
+
+        ``algorithm``: ``"ring"``, ``"recursive_doubling"`` (power-of-two sizes), ``"bruck"`` or
+        ``"hierarchical"`` (node leaders)."""
+        algo = check.algorithm(algorithm, select.ALLGATHER, "allgather")
+        source = check.send_buffer(send, "allgather send buffer")
+        target = check.recv_buffer(recv, "allgather receive buffer")
+        check.same_dtype(source, target, "allgather")
+        check.expect_size(target, source.size * self.size, "allgather receive buffer")
+        if algo == "recursive_doubling" and self.size & (self.size - 1):
+            raise RmaUsageError(f"recursive-doubling allgather needs a power-of-two size, not {self.size}")
+        labels = check.nodes(nodes, self.size)
+        mine = _bytes(source).copy()
+        block = mine.size
+        out = _bytes(target)
+
+        async def job() -> None:
+            out[self.rank * block : (self.rank + 1) * block] = mine
+            if self.size == 1 or block == 0:
+                return
+            groups = await self._groups(labels, algo == "hierarchical")
+            name = algo or select.allgather(self.model, self.size, block, self.landing.slot_bytes, groups)
+            self._ran(f"allgather:{name}")
+            if name == "ring":
+                await ring_allgather(self.landing, out, block, self.everyone)
+            elif name == "recursive_doubling":
+                await recursive_doubling_allgather(self.landing, out, block, self.everyone)
+            elif name == "bruck":
+                await bruck_allgather(self.landing, out, block, self.everyone)
+            else:
+                assert groups is not None
+                await hierarchical_allgather(self.landing, out, block, groups, 2)
+
+        return self.submit(job, "allgather")
+
+    def gather(
+        self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
+    ) -> Request:
+        """``recv`` at ``root`` (``size`` blocks of ``send.size`` elements) gets block ``i`` from
+        rank ``i``; ``recv`` is ignored elsewhere.  ``algorithm``: ``"direct"`` or ``"binomial"``."""
+        algo = check.algorithm(algorithm, select.GATHER, "gather")
+        root = check.root(root, self.size)
+        source = check.send_buffer(send, "gather send buffer")
+        out = None
+        if self.rank == root:
+            target = check.recv_buffer(recv, "gather receive buffer")
+            check.same_dtype(source, target, "gather")
+            check.expect_size(target, source.size * self.size, "gather receive buffer")
+            out = _bytes(target)
+        mine = _bytes(source)
+
+        async def job() -> None:
+            if self.size == 1 or mine.size == 0:
+                if out is not None:
+                    out[...] = mine
+                return
+            name = algo or select.gather(self.model, self.size, mine.size)
+            self._ran(f"gather:{name}")
+            run = direct_gather if name == "direct" else binomial_gather
+            await run(self.landing, out, mine, self.everyone, root)
+
+        return self.submit(job, "gather")
+
+    def scatter(
+        self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
+    ) -> Request:
+        """``recv`` on rank ``i`` gets block ``i`` of ``send`` at ``root`` (``size`` blocks of
+        ``recv.size`` elements); ``send`` is ignored elsewhere.  ``algorithm``: ``"direct"`` or
+        ``"binomial"``."""
+        algo = check.algorithm(algorithm, select.SCATTER, "scatter")
+        root = check.root(root, self.size)
+        target = check.recv_buffer(recv, "scatter receive buffer")
+        src = None
+        if self.rank == root:
+            source = check.send_buffer(send, "scatter send buffer")
+            check.same_dtype(source, target, "scatter")
+            check.expect_size(source, target.size * self.size, "scatter send buffer")
+            src = _bytes(source)
+        mine = _bytes(target)
+
+        async def job() -> None:
+            if self.size == 1 or mine.size == 0:
+                if src is not None:
+                    mine[...] = src[self.rank * mine.size : (self.rank + 1) * mine.size]
+                return
+            name = algo or select.gather(self.model, self.size, mine.size)
+            self._ran(f"scatter:{name}")
+            run = direct_scatter if name == "direct" else binomial_scatter
+            await run(self.landing, src, mine, self.everyone, root)
+
+        return self.submit(job, "scatter")
+
+    def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
+        """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``
+        (both hold ``size`` equal blocks).  ``algorithm``: ``"direct"`` (every block put at once;
+        per-source arrival counters) or ``"pairwise"``."""
+        algo = check.algorithm(algorithm, select.ALLTOALL, "alltoall")
+        source = check.send_buffer(send, "alltoall send buffer")
+        target = check.recv_buffer(recv, "alltoall receive buffer")
+        check.same_dtype(source, target, "alltoall")
+        check.expect_size(target, source.size, "alltoall receive buffer")
+        if source.size % self.size:
+            raise RmaTypeError(
+                f"alltoall buffers hold {source.size} elements, not a multiple of {self.size} ranks"
+            )
+        src = _bytes(source)
+        out = _bytes(target)
+        block = src.size // self.size
+
+        async def job() -> None:
+            if self.size == 1 or block == 0:
+                out[...] = src
+                return
+            name = algo or select.alltoall(self.model, self.size, block)
+            self._ran(f"alltoall:{name}")
+            run = direct_alltoall if name == "direct" else pairwise_alltoall
+            await run(self.landing, src, out, block, self.everyone)
+
+        return self.submit(job, "alltoall")
+
+
+def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int, list[int]]:
+    """The topology-aware broadcast tree (seed 004) from :mod:`aiorma.collectives.topology`."""
+    try:
+        from .topology import build_bcast_tree
+    except ImportError:  # pragma: no cover - the module ships with the package
+        raise RmaUsageError("topology-aware broadcast needs aiorma.collectives.topology") from None
+    try:
+        return build_bcast_tree(topology, root, range(size), nbytes=nbytes)
+    except (ValueError, TypeError, AttributeError, IndexError) as exc:
+        raise RmaUsageError(f"cannot build a broadcast tree from this topology: {exc}") from None

@@ -1,0 +1,28 @@
+"""Barrier: n-way dissemination (seed 003) with flag-only messages.
+
+Each round is one batch of signals — ``accumulate(MAX)`` of a per-pair monotonic count into the
+peer's flag window — and a wait for as many signals from the mirrored peers.  No data, so no
+landing slot and no credit: a barrier costs ``k`` RMA calls per round and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .landing import Landing
+from .schedules import nway_distances
+
+
+async def nway_barrier(ch: Landing, n: int, group: Sequence[int] | None = None) -> None:
+    """Round ``r``: signal ``i + j·(n+1)^r`` and wait for ``i − j·(n+1)^r`` for ``j = 1..n``
+    (indices mod ``m``); ``ceil(log_{n+1} m)`` rounds.  ``n = 1`` is the classic dissemination
+    barrier."""
+    ranks = list(group) if group is not None else list(range(ch.size))
+    size = len(ranks)
+    me = ranks.index(ch.rank)
+    for distances in nway_distances(size, n):
+        for d in distances:
+            ch.signal(ranks[(me + d) % size])
+        waits = [ch.wait_signal(ranks[(me - d) % size]) for d in distances]
+        for wait in waits:
+            await wait

@@ -1,0 +1,103 @@
+"""Broadcast algorithms: k-nomial tree, explicit tree, scatter + allgather, node leaders.
+
+Buffers are 1-D uint8 views of the user's array.  A tree forwards every chunk as soon as it has
+landed (a chunk is one landing slot), so large messages pipeline down the tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+
+import numpy as np
+
+from .landing import Landing
+from .schedules import binomial_subtree, knomial_children, knomial_parent, split
+
+
+async def tree_bcast(ch: Landing, buf: np.ndarray, parent: int | None, children: Sequence[int]) -> None:
+    """Receive ``buf`` from ``parent`` (unless we are the root) and pass it on to ``children``
+    (global ranks, in send order), chunk by chunk as chunks arrive."""
+    if parent is None:
+        await _all([ch.send(child, buf) for child in children])
+        return
+    if not children:
+        await ch.recv(parent, buf)
+        return
+    forwards: list[asyncio.Future[None]] = []
+
+    def land(slot: np.ndarray, lo: int, hi: int) -> None:
+        buf[lo:hi] = slot
+        for child in children:
+            forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi])))
+
+    await ch.recv_with(parent, int(buf.size), land)
+    await _all(forwards)
+
+
+async def knomial_bcast(ch: Landing, buf: np.ndarray, group: Sequence[int], root: int, k: int) -> None:
+    """k-nomial tree over ``group`` (global ranks) rooted at index ``root`` (k=2: binomial)."""
+    size = len(group)
+    me = group.index(ch.rank)
+    v = (me - root) % size
+    parent_v = knomial_parent(v, k)
+    parent = None if parent_v is None else group[(parent_v + root) % size]
+    children = [group[(c + root) % size] for c in knomial_children(v, size, k)]
+    await tree_bcast(ch, buf, parent, children)
+
+
+async def scatter_allgather_bcast(ch: Landing, buf: np.ndarray, group: Sequence[int], root: int) -> None:
+    """Van de Geijn's broadcast for large messages: a binomial scatter of ``m`` blocks (block
+    ``v`` for relative index ``v``), then a ring allgather of the blocks."""
+    size = len(group)
+    me = group.index(ch.rank)
+    v = (me - root) % size
+    offsets, counts = split(int(buf.size), size)
+
+    def span(first: int, count: int) -> np.ndarray:
+        last = first + count
+        return buf[offsets[first] : offsets[last - 1] + counts[last - 1]]
+
+    def rank_of(u: int) -> int:
+        return group[(u + root) % size]
+
+    # scatter: v receives the blocks of its subtree [v, v + n) and hands each child its share
+    own = binomial_subtree(v, size)
+    parent_v = knomial_parent(v, 2)
+    if parent_v is not None:
+        await ch.recv(rank_of(parent_v), span(v, own))
+    await _all(
+        [ch.send(rank_of(c), span(c, binomial_subtree(c, size))) for c in knomial_children(v, size, 2)]
+    )
+    # ring allgather on relative indices: step s passes block v − s to the right
+    right, left = rank_of((v + 1) % size), rank_of((v - 1) % size)
+    for step in range(size - 1):
+        out_block = (v - step) % size
+        in_block = (v - step - 1) % size
+        await _all([ch.send(right, span(out_block, 1)), ch.recv(left, span(in_block, 1))])
+
+
+async def hierarchical_bcast(
+    ch: Landing, buf: np.ndarray, groups: Sequence[Sequence[int]], root: int, k: int
+) -> None:
+    """Seed 000's node-leader broadcast: the root sends to one leader per other node (a k-nomial
+    tree over the leaders), then each leader broadcasts within its node."""
+    leaders = [root if root in members else members[0] for members in groups]
+    my_node = next(members for members in groups if ch.rank in members)
+    my_leader = root if root in my_node else my_node[0]
+    if ch.rank == my_leader and len(leaders) > 1:
+        await knomial_bcast(ch, buf, leaders, leaders.index(root), k)
+    if len(my_node) > 1:
+        node = [my_leader, *(r for r in my_node if r != my_leader)]
+        await knomial_bcast(ch, buf, node, 0, k)
+
+
+async def _all(awaitables: Sequence[Awaitable[None]]) -> None:
+    """Await several transfers at once; the first error propagates once all have finished."""
+    if len(awaitables) == 1:
+        await awaitables[0]
+    elif awaitables:
+        results = await asyncio.gather(*awaitables, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result

@@ -1,0 +1,241 @@
+"""Allgather (ring, recursive doubling, Bruck, node leaders), gather and scatter (direct,
+binomial) and alltoall (direct puts with arrival counters, pairwise).
+
+``out`` is the receive buffer as 1-D bytes holding ``m`` blocks of ``block`` bytes, block ``i``
+belonging to group index ``i``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .bcast import _all, knomial_bcast
+from .landing import Landing
+from .schedules import binomial_subtree, knomial_children, knomial_parent
+
+
+def _blocks(buf: np.ndarray, block: int, first: int, count: int) -> np.ndarray:
+    return buf[first * block : (first + count) * block]
+
+
+# ---------------------------------------------------------------------- allgather
+
+
+async def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
+    """``m−1`` steps; in step ``s`` index ``i`` passes block ``i−s`` to the right."""
+    size = len(group)
+    me = group.index(ch.rank)
+    right, left = group[(me + 1) % size], group[(me - 1) % size]
+    for step in range(size - 1):
+        out_block, in_block = (me - step) % size, (me - step - 1) % size
+        await _all(
+            [
+                ch.send(right, _blocks(out, block, out_block, 1)),
+                ch.recv(left, _blocks(out, block, in_block, 1)),
+            ]
+        )
+
+
+async def recursive_doubling_allgather(
+    ch: Landing, out: np.ndarray, block: int, group: Sequence[int]
+) -> None:
+    """Power-of-two groups: in round ``r`` exchange the ``2^r`` blocks gathered so far with the
+    partner ``i xor 2^r``; they are contiguous, so each round is one message each way."""
+    size = len(group)
+    me = group.index(ch.rank)
+    mask = 1
+    while mask < size:
+        partner = me ^ mask
+        mine = me & ~(mask - 1)
+        theirs = partner & ~(mask - 1)
+        await _all(
+            [
+                ch.send(group[partner], _blocks(out, block, mine, mask)),
+                ch.recv(group[partner], _blocks(out, block, theirs, mask)),
+            ]
+        )
+        mask <<= 1
+
+
+async def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
+    """Bruck et al.: any group size in ``ceil(log2 m)`` rounds.  Work in a buffer rotated so our
+    own block is first; in round ``r`` send the first ``min(2^r, m−2^r)`` blocks to index
+    ``i − 2^r`` and receive as many from ``i + 2^r`` behind them; rotate back at the end."""
+    size = len(group)
+    me = group.index(ch.rank)
+    work = np.empty_like(out)
+    work[:block] = _blocks(out, block, me, 1)
+    have = 1
+    while have < size:
+        count = min(have, size - have)
+        await _all(
+            [
+                ch.send(group[(me - have) % size], work[: count * block]),
+                ch.recv(group[(me + have) % size], work[have * block : (have + count) * block]),
+            ]
+        )
+        have += count
+    # work[j] is the block of index me + j
+    head = (size - me) * block
+    out[me * block :] = work[:head]
+    out[: me * block] = work[head:]
+
+
+async def hierarchical_allgather(
+    ch: Landing, out: np.ndarray, block: int, groups: Sequence[Sequence[int]], k: int
+) -> None:
+    """Seed 000's node-leader allgather: each node's blocks are gathered at its leader (lowest
+    rank), the leaders pass whole nodes' bundles around a ring, and each leader broadcasts the
+    full result within its node.  Blocks are placed by global rank (``out`` is over the Comm)."""
+    my_node = next(members for members in groups if ch.rank in members)
+    leader = my_node[0]
+    if ch.rank != leader:
+        await ch.send(leader, _blocks(out, block, ch.rank, 1))
+    else:
+        await _all([ch.recv(r, _blocks(out, block, r, 1)) for r in my_node[1:]])
+        leaders = [members[0] for members in groups]
+        count = len(leaders)
+        me = leaders.index(leader)
+        right, left = leaders[(me + 1) % count], leaders[(me - 1) % count]
+
+        def pack(node: Sequence[int]) -> np.ndarray:
+            return np.concatenate([_blocks(out, block, r, 1) for r in node])
+
+        for step in range(count - 1):
+            out_node, in_node = groups[(me - step) % count], groups[(me - step - 1) % count]
+            bundle = np.empty(len(in_node) * block, np.uint8)
+            await _all([ch.send(right, pack(out_node)), ch.recv(left, bundle)])
+            for j, r in enumerate(in_node):
+                out[r * block : (r + 1) * block] = bundle[j * block : (j + 1) * block]
+    if len(my_node) > 1:
+        await knomial_bcast(ch, out, list(my_node), 0, k)
+
+
+# ---------------------------------------------------------------------- gather / scatter
+
+
+async def direct_gather(
+    ch: Landing, out: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
+) -> None:
+    """Every index puts its block to the root, which takes them as they land."""
+    me = group.index(ch.rank)
+    block = int(mine.size)
+    if me != root:
+        await ch.send(group[root], mine)
+        return
+    assert out is not None
+    _blocks(out, block, root, 1)[...] = mine
+    await _all([ch.recv(group[i], _blocks(out, block, i, 1)) for i in range(len(group)) if i != root])
+
+
+async def binomial_gather(
+    ch: Landing, out: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
+) -> None:
+    """Blocks climb a binomial tree numbered relative to the root; a subtree's blocks are
+    contiguous in relative order, so each edge carries one message."""
+    size = len(group)
+    me = group.index(ch.rank)
+    block = int(mine.size)
+    v = (me - root) % size
+    span = binomial_subtree(v, size)
+    work = np.empty(span * block, np.uint8)  # relative indices v .. v+span-1
+    work[:block] = mine
+    children = knomial_children(v, size, 2)
+    await _all(
+        [
+            ch.recv(
+                group[(c + root) % size], work[(c - v) * block : (c - v + binomial_subtree(c, size)) * block]
+            )
+            for c in children
+        ]
+    )
+    parent = knomial_parent(v, 2)
+    if parent is not None:
+        await ch.send(group[(parent + root) % size], work)
+        return
+    assert out is not None
+    # work holds relative indices 0..m-1: rotate into absolute order
+    head = (size - root) * block
+    out[root * block :] = work[:head]
+    out[: root * block] = work[head:]
+
+
+async def direct_scatter(
+    ch: Landing, src: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
+) -> None:
+    """The root puts each index's block straight into its landing slots."""
+    me = group.index(ch.rank)
+    block = int(mine.size)
+    if me != root:
+        await ch.recv(group[root], mine)
+        return
+    assert src is not None
+    await _all([ch.send(group[i], _blocks(src, block, i, 1)) for i in range(len(group)) if i != root])
+    mine[...] = _blocks(src, block, root, 1)
+
+
+async def binomial_scatter(
+    ch: Landing, src: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
+) -> None:
+    """The reverse of :func:`binomial_gather`: each edge carries the child's subtree's blocks."""
+    size = len(group)
+    me = group.index(ch.rank)
+    block = int(mine.size)
+    v = (me - root) % size
+    span = binomial_subtree(v, size)
+    if v == 0:
+        assert src is not None
+        work = np.empty(size * block, np.uint8)  # relative order
+        head = (size - root) * block
+        work[:head] = src[root * block :]
+        work[head:] = src[: root * block]
+    else:
+        work = np.empty(span * block, np.uint8)
+        await ch.recv(group[(knomial_parent(v, 2) + root) % size], work)  # type: ignore[operator]
+    await _all(
+        [
+            ch.send(
+                group[(c + root) % size], work[(c - v) * block : (c - v + binomial_subtree(c, size)) * block]
+            )
+            for c in knomial_children(v, size, 2)
+        ]
+    )
+    mine[...] = work[:block]
+
+
+# ---------------------------------------------------------------------- alltoall
+
+
+async def direct_alltoall(
+    ch: Landing, src: np.ndarray, out: np.ndarray, block: int, group: Sequence[int]
+) -> None:
+    """Every block is put at once towards its destination's landing slots (staggered start
+    ``i+1, i+2, …`` so not everyone hits the same rank first); each rank takes blocks as its
+    per-source arrival counters show them landed."""
+    size = len(group)
+    me = group.index(ch.rank)
+    _blocks(out, block, me, 1)[...] = _blocks(src, block, me, 1)
+    peers = [(me + s) % size for s in range(1, size)]
+    sends = [ch.send(group[p], _blocks(src, block, p, 1)) for p in peers]
+    recvs = [ch.recv(group[(me - s) % size], _blocks(out, block, (me - s) % size, 1)) for s in range(1, size)]
+    await _all(sends + recvs)
+
+
+async def pairwise_alltoall(
+    ch: Landing, src: np.ndarray, out: np.ndarray, block: int, group: Sequence[int]
+) -> None:
+    """``m−1`` steps; in step ``s`` send to ``i+s`` and receive from ``i−s`` (less landing-slot
+    pressure than the direct algorithm for large blocks)."""
+    size = len(group)
+    me = group.index(ch.rank)
+    _blocks(out, block, me, 1)[...] = _blocks(src, block, me, 1)
+    for step in range(1, size):
+        dst, source = (me + step) % size, (me - step) % size
+        await _all(
+            [
+                ch.send(group[dst], _blocks(src, block, dst, 1)),
+                ch.recv(group[source], _blocks(out, block, source, 1)),
+            ]
+        )

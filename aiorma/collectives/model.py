@@ -1,0 +1,317 @@
+"""A LogGP cost model of the collective algorithms, and its calibration on a transport.
+
+Parameters (seconds, or seconds per byte), after Culler et al.'s LogP and Alexandrov et al.'s
+LogGP, as used by seed 003 to pick ``n`` for the n-way dissemination barrier:
+
+* ``L`` — latency: from the end of the sender's overhead until the receiver could see the flag;
+* ``o`` — overhead: processor time to issue (or to notice and consume) one message;
+* ``g`` — gap: least time between two message injections of one rank (``≥ o`` here: in Python
+  the processor, not the network, limits the rate);
+* ``G`` — gap per byte: the inverse bandwidth of a data message, both copies included;
+* ``d`` — extra cost of a *data* message over a flag-only signal (the flush that orders data
+  before flag, and the credit returned by the receiver);
+* ``gamma`` — time per byte to combine two buffers in a reduction.
+
+One message of ``m`` bytes costs ``L + 2o + d + m·G``; a signal ``L + 2o``.  A rank that sends
+``k`` messages in a row issues the last one ``(k−1)·max(g, o)`` after the first.  Large messages
+move in slot-sized chunks, so trees pipeline them: ``c`` chunks down a tree of depth ``D`` take
+``(D + c − 1)`` chunk steps.
+
+The cost functions choose algorithms (:mod:`aiorma.collectives.select`), so they must give the
+same answer on every rank: the parameters in use are identical everywhere (defaults, or the
+result of the collective :func:`calibrate`, which rank 0 measures and broadcasts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import statistics
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from ..request import Request
+from .schedules import largest_power_of_two, nway_distances
+
+if TYPE_CHECKING:
+    from ..comm import Comm
+
+
+@attrs.frozen(kw_only=True)
+class LogGP:
+    """Cost-model parameters; see the module docstring.  Times in seconds."""
+
+    L: float
+    o: float
+    g: float
+    G: float
+    d: float = 0.0
+    gamma: float = 0.5e-9
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.L, self.o, self.g, self.G, self.d, self.gamma], dtype=np.float64)
+
+    @classmethod
+    def from_array(cls, values: np.ndarray) -> LogGP:
+        L, o, g, G, d, gamma = (float(v) for v in values)
+        return cls(L=L, o=o, g=g, G=G, d=d, gamma=gamma)
+
+    # ------------------------------------------------------------------ building blocks
+
+    def signal(self) -> float:
+        """One flag-only message, end to end."""
+        return self.L + 2 * self.o
+
+    def message(self, nbytes: float) -> float:
+        """One data message of ``nbytes``, end to end."""
+        return self.L + 2 * self.o + self.d + nbytes * self.G
+
+    def burst(self, k: int) -> float:
+        """Issue time of ``k`` messages in a row, up to the start of the last one."""
+        return max(0, k - 1) * max(self.g, self.o)
+
+
+#: Measured on the development VM (2 cores, mpich 5.0.2, Python 3.11) with ``calibrate``; they
+#: only need to rank algorithms sensibly until a program calibrates its own transport.
+DEFAULT_MPI = LogGP(L=5e-6, o=17e-6, g=17e-6, G=0.15e-9, d=47e-6, gamma=0.05e-9)
+DEFAULT_LOCAL = LogGP(L=1e-6, o=15e-6, g=15e-6, G=0.1e-9, d=55e-6, gamma=0.05e-9)
+
+
+# ---------------------------------------------------------------------- cost formulas
+
+
+def nway_rounds(size: int, n: int) -> int:
+    """ceil(log_{n+1} size): rounds of the n-way dissemination barrier."""
+    return len(nway_distances(size, n))
+
+
+def barrier_nway(p: LogGP, size: int, n: int) -> float:
+    """Seed 003's prediction: each round sends ``k ≤ n`` signals back to back and waits for
+    ``k`` (their receive overheads queue behind the sends once ``k·o`` exceeds the latency)."""
+    total = 0.0
+    for distances in nway_distances(size, n):
+        k = len(distances)
+        total += max(2 * k * p.o, p.signal() + p.burst(k))
+    return total
+
+
+@functools.lru_cache(maxsize=256)
+def best_nway(p: LogGP, size: int, n_max: int = 8) -> int:
+    """The ``n`` that minimises :func:`barrier_nway` (the smallest one on a tie)."""
+    if size <= 2:
+        return 1
+    candidates = range(1, max(1, min(n_max, size - 1)) + 1)
+    return min(candidates, key=lambda n: (round(barrier_nway(p, size, n), 12), n))
+
+
+def _chunks(nbytes: float, slot: int) -> int:
+    return max(1, math.ceil(nbytes / slot))
+
+
+def tree_pipelined(p: LogGP, nbytes: float, depth: int, fanout: int, slot: int) -> float:
+    """``nbytes`` down a tree of ``depth`` levels whose inner nodes send to ``fanout`` children,
+    in slot-sized chunks that pipeline level by level."""
+    if depth == 0:
+        return 0.0
+    chunks = _chunks(nbytes, slot)
+    piece = nbytes / chunks
+    step = p.message(piece) + p.burst(fanout) + max(0, fanout - 1) * piece * p.G
+    return (depth + chunks - 1) * step
+
+
+def knomial_depth(size: int, k: int) -> int:
+    depth, span = 0, 1
+    while span < size:
+        span *= k
+        depth += 1
+    return depth
+
+
+def bcast_knomial(p: LogGP, size: int, nbytes: float, k: int, slot: int) -> float:
+    return tree_pipelined(p, nbytes, knomial_depth(size, k), k - 1, slot)
+
+
+def bcast_scatter_allgather(p: LogGP, size: int, nbytes: float, slot: int) -> float:
+    """Binomial scatter of ``size`` blocks, then a ring allgather of them."""
+    if size == 1:
+        return 0.0
+    block = nbytes / size
+    scatter = knomial_depth(size, 2) * p.message(0) + (size - 1) * block * p.G
+    return scatter + allgather_ring(p, size, block, slot)
+
+
+def reduce_binomial(p: LogGP, size: int, nbytes: float, slot: int) -> float:
+    depth = knomial_depth(size, 2)
+    if depth == 0:
+        return 0.0
+    chunks = _chunks(nbytes, slot)
+    piece = nbytes / chunks
+    return (depth + chunks - 1) * (p.message(piece) + piece * p.gamma)
+
+
+def reduce_scatter_gather(p: LogGP, size: int, nbytes: float, slot: int) -> float:
+    if size == 1:
+        return 0.0
+    block = nbytes / size
+    scatter = (size - 1) * (p.message(block) + block * p.gamma)
+    gather = p.message(block) + p.burst(size - 1) + (size - 1) * block * p.G
+    return scatter + gather
+
+
+def allreduce_recursive_doubling(p: LogGP, size: int, nbytes: float) -> float:
+    if size == 1:
+        return 0.0
+    pof2 = largest_power_of_two(size)
+    rounds = pof2.bit_length() - 1 + (2 if pof2 != size else 0)
+    return rounds * (p.message(nbytes) + nbytes * p.gamma)
+
+
+def allreduce_ring(p: LogGP, size: int, nbytes: float) -> float:
+    if size == 1:
+        return 0.0
+    block = nbytes / size
+    return (size - 1) * (2 * p.message(block) + block * p.gamma)
+
+
+def allgather_ring(p: LogGP, size: int, block: float, slot: int) -> float:
+    return (size - 1) * p.message(block)
+
+
+def allgather_recursive_doubling(p: LogGP, size: int, block: float) -> float:
+    rounds = knomial_depth(size, 2)
+    return rounds * p.message(0) + (size - 1) * block * p.G
+
+
+def allgather_bruck(p: LogGP, size: int, block: float) -> float:
+    rounds = knomial_depth(size, 2)
+    # two local rotations of the whole result on top of recursive doubling's traffic
+    return rounds * p.message(0) + (size - 1) * block * p.G + 2 * size * block * p.G / 2
+
+
+def alltoall_direct(p: LogGP, size: int, block: float) -> float:
+    if size == 1:
+        return 0.0
+    return p.message(block) + p.burst(size - 1) + (size - 2) * (p.d + block * p.G)
+
+
+def alltoall_pairwise(p: LogGP, size: int, block: float) -> float:
+    return (size - 1) * p.message(block)
+
+
+def gather_direct(p: LogGP, size: int, block: float) -> float:
+    """Everyone puts to the root at once; the root consumes ``size − 1`` messages."""
+    if size == 1:
+        return 0.0
+    return p.message(block) + (size - 2) * (p.o + p.d + block * p.G)
+
+
+def gather_binomial(p: LogGP, size: int, block: float) -> float:
+    depth = knomial_depth(size, 2)
+    return depth * p.message(0) + (size - 1) * block * p.G
+
+
+# ---------------------------------------------------------------------- calibration
+
+_PINGS = 30
+
+
+def calibrate(comm: Comm, *, pings: int = _PINGS, big_bytes: int = 256 << 10, apply: bool = True) -> Request:
+    """Collective.  Measure the cost-model parameters on this Comm's transport with ping-pongs
+    between ranks 0 and 1 over the landing windows (the other ranks wait), then broadcast rank
+    0's numbers so every rank gets the same :class:`LogGP`.  With ``apply`` (default) the Comm
+    uses them from its next collective on.  The Request's result is the :class:`LogGP`.
+
+    * ``o``: time to issue one signal, from a burst of ``pings`` signals; ``g = o``.
+    * ``L``: half a signal round trip minus ``2·o`` (at least 0).
+    * ``d``: half a round trip of 8-byte data messages minus that of signals.
+    * ``G``: the extra half round trip of ``big_bytes`` messages, per byte.
+    * ``gamma``: rank 0's time per byte to sum two float64 buffers.
+    """
+    collectives = comm._collectives_state()
+    state = collectives
+
+    async def job() -> LogGP:
+        ch = state.landing
+        if comm.size == 1:
+            return state.model
+        values = np.zeros(6, np.float64)
+        if comm.rank in (0, 1):
+            values[:] = await _ping_pong(ch, comm.rank, pings, min(big_bytes, 64 * ch.slot_bytes))
+        # rank 0's numbers to everyone (a binomial tree over the landing windows)
+        from .bcast import knomial_bcast
+
+        await knomial_bcast(ch, values.view(np.uint8), list(range(comm.size)), 0, 2)
+        model = LogGP.from_array(values)
+        if apply:
+            state.model = model
+        return model
+
+    return collectives.submit(job, "calibrate")
+
+
+async def _ping_pong(ch: object, rank: int, pings: int, big: int) -> np.ndarray:
+    from .landing import Landing
+
+    assert isinstance(ch, Landing)
+    peer = 1 - rank
+
+    async def signals(rounds: int) -> float:
+        """Median half round trip of a signal."""
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            if rank == 0:
+                ch.signal(peer)
+                await ch.wait_signal(peer)
+            else:
+                await ch.wait_signal(peer)
+                ch.signal(peer)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) / 2
+
+    async def data(rounds: int, nbytes: int) -> float:
+        """Median half round trip of an ``nbytes`` data message."""
+        buf = np.zeros(nbytes, np.uint8)
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            if rank == 0:
+                await ch.send(peer, buf)
+                await ch.recv(peer, buf)
+            else:
+                await ch.recv(peer, buf)
+                await ch.send(peer, buf)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) / 2
+
+    await signals(5)  # warm-up
+    # overhead: a burst of signals from rank 0; rank 1 waits for all of them
+    start = time.perf_counter()
+    if rank == 0:
+        for _ in range(pings):
+            ch.signal(peer)
+    issue = (time.perf_counter() - start) / pings
+    if rank == 1:
+        for _ in range(pings):
+            await ch.wait_signal(peer)
+    await asyncio.sleep(0)
+    half_signal = await signals(pings)
+    half_small = await data(pings, 8)
+    half_big = await data(max(5, pings // 3), big)
+    o = issue
+    L = max(0.0, half_signal - 2 * o)
+    d = max(0.0, half_small - half_signal)
+    G = max(0.0, (half_big - half_small) / big)
+    a = np.random.default_rng(0).random(1 << 19)  # 4 MiB: beyond most caches, like large messages
+    b = a.copy()
+    sums = []
+    for _ in range(5):
+        start = time.perf_counter()
+        np.add(a, b, out=a)
+        sums.append(time.perf_counter() - start)
+    gamma = statistics.median(sums) / a.nbytes
+    return np.array([L, o, o, G, d, gamma])

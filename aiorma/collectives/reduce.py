@@ -1,0 +1,222 @@
+"""Reduce and allreduce: binomial tree, recursive doubling, ring reduce-scatter + allgather,
+reduce-scatter + gather, node leaders.
+
+``acc`` is a 1-D typed array holding this rank's contribution; each algorithm leaves the result
+in it (at the root for reduce, everywhere for allreduce).  Combining keeps rank order where the
+algorithm can (tree and recursive doubling), so REPLACE and NO_OP give MPI's ordered result;
+ring-based algorithms need a commutative op and the selector never gives them others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..constants import Op
+from .bcast import _all, knomial_bcast
+from .landing import Landing
+from .reduce_ops import is_commutative
+from .schedules import largest_power_of_two, split
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    return array.reshape(-1).view(np.uint8)
+
+
+async def binomial_reduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int], root: int) -> None:
+    """Binomial tree towards index ``root``, pipelined chunk by chunk: a rank combines chunk
+    ``c`` from each child, then passes it to its parent while the next chunk arrives.
+
+    With a commutative op the tree is numbered relative to the root.  Otherwise it is rooted at
+    index 0 so that every subtree is a contiguous, ascending block of ranks, and index 0 then
+    sends the result to the root."""
+    size = len(group)
+    me = group.index(ch.rank)
+    ordered = not is_commutative(op)
+    base = 0 if ordered else root
+    v = (me - base) % size
+
+    def rank_of(u: int) -> int:
+        return group[(u + base) % size]
+
+    children = []
+    parent = None
+    mask = 1
+    while mask < size:
+        if v & mask:
+            parent = rank_of(v - mask)
+            break
+        if v + mask < size:
+            children.append(rank_of(v + mask))
+        mask <<= 1
+    step = max(1, ch.slot_bytes // acc.dtype.itemsize)
+    sends = []
+    for lo in range(0, acc.size, step):
+        part = acc[lo : lo + step]
+        for child in children:
+            await ch.recv_reduce(child, part, op, incoming_higher=True)
+        if parent is not None:
+            sends.append(ch.send(parent, _bytes(part)))
+    await _all(sends)
+    if ordered and root != 0:
+        if me == 0:
+            await ch.send(group[root], _bytes(acc))
+        elif me == root:
+            await ch.recv(group[0], _bytes(acc))
+
+
+async def reduce_scatter_gather(
+    ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int], root: int
+) -> None:
+    """For large messages (commutative ops): a ring reduce-scatter leaves block ``i`` reduced
+    on index ``i``, then every index sends its block straight to the root."""
+    size = len(group)
+    me = group.index(ch.rank)
+    offsets, counts = split(acc.size, size)
+    await _ring_reduce_scatter(ch, acc, op, group, me, offsets, counts)
+    if me == root:
+        await _all(
+            [
+                ch.recv(group[i], _bytes(acc[offsets[i] : offsets[i] + counts[i]]))
+                for i in range(size)
+                if i != root
+            ]
+        )
+    else:
+        await ch.send(group[root], _bytes(acc[offsets[me] : offsets[me] + counts[me]]))
+
+
+async def recursive_doubling_allreduce(
+    ch: Landing, source: np.ndarray, out: np.ndarray, op: Op, group: Sequence[int]
+) -> None:
+    """Recursive doubling from ``source`` into ``out`` (1-D, same dtype and size; they may be the
+    same array).  For a non-power-of-two group the first ``2·rem`` indices fold pairwise first
+    (even into odd) and get the result back at the end.  Exchanged blocks are always contiguous
+    rank ranges, combined lower-first, so the result is the same on every rank.
+
+    Each step sends the current buffer while combining it with the partner's data, straight from
+    the landing slots, into the other buffer of a pair (``out`` and one scratch array), arranged
+    so that the last step lands in ``out``: at two ranks no copy is made at all."""
+    size = len(group)
+    me = group.index(ch.rank)
+    pof2 = largest_power_of_two(size)
+    rem = size - pof2
+    if me < 2 * rem and me % 2 == 0:
+        await ch.send(group[me + 1], _bytes(source))
+        await ch.recv(group[me + 1], _bytes(out))
+        return
+    new = me // 2 if me < 2 * rem else me - rem
+
+    def real(index: int) -> int:
+        return 2 * index + 1 if index < rem else index + rem
+
+    steps = (pof2.bit_length() - 1) + (1 if me < 2 * rem else 0)
+    scratch: np.ndarray | None = None
+
+    def other(current: np.ndarray, left: int) -> np.ndarray:
+        """The buffer for a step's result: ``out`` on the last step (or an odd number of steps
+        before it), else the scratch array; never the buffer being sent."""
+        nonlocal scratch
+        wanted = out if left % 2 == 1 else None
+        if wanted is None or np.may_share_memory(wanted, current):
+            if scratch is None:
+                scratch = np.empty_like(out)
+            return scratch if scratch is not current else out
+        return wanted
+
+    current = source
+    left = steps
+    if me < 2 * rem:  # odd index of a folded pair: take the even neighbour's data first
+        target = other(current, left)
+        await ch.recv_reduce(group[me - 1], current, op, incoming_higher=False, out=target)
+        current, left = target, left - 1
+    mask = 1
+    while mask < pof2:
+        partner = real(new ^ mask)
+        target = other(current, left)
+        await _all(
+            [
+                ch.send(group[partner], _bytes(current)),
+                ch.recv_reduce(group[partner], current, op, incoming_higher=partner > me, out=target),
+            ]
+        )
+        current, left = target, left - 1
+        mask <<= 1
+    if current is not out:
+        out[...] = current
+    if me < 2 * rem:
+        await ch.send(group[me - 1], _bytes(out))
+
+
+async def ring_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:
+    """Reduce-scatter then allgather, both around a ring (commutative ops): each rank sends and
+    receives ``2·(m−1)`` blocks of ``n/m`` elements — bandwidth-optimal for large messages."""
+    size = len(group)
+    me = group.index(ch.rank)
+    offsets, counts = split(acc.size, size)
+    await _ring_reduce_scatter(ch, acc, op, group, me, offsets, counts)
+    # rank i now holds block i fully reduced; pass blocks around the ring
+    right, left = group[(me + 1) % size], group[(me - 1) % size]
+
+    def block(i: int) -> np.ndarray:
+        return _bytes(acc[offsets[i] : offsets[i] + counts[i]])
+
+    for step in range(size - 1):
+        await _all([ch.send(right, block((me - step) % size)), ch.recv(left, block((me - step - 1) % size))])
+
+
+async def _ring_reduce_scatter(
+    ch: Landing,
+    acc: np.ndarray,
+    op: Op,
+    group: Sequence[int],
+    me: int,
+    offsets: list[int],
+    counts: list[int],
+) -> None:
+    """After ``m−1`` steps index ``i`` holds block ``i`` reduced over the whole group."""
+    size = len(group)
+    right, left = group[(me + 1) % size], group[(me - 1) % size]
+    for step in range(size - 1):
+        # the block sent and the block combined into are different: no copy needed
+        out_block = (me - step - 1) % size
+        in_block = (me - step - 2) % size
+        outgoing = acc[offsets[out_block] : offsets[out_block] + counts[out_block]]
+        incoming = acc[offsets[in_block] : offsets[in_block] + counts[in_block]]
+        await _all(
+            [
+                ch.send(right, _bytes(outgoing)),
+                ch.recv_reduce(left, incoming, op, incoming_higher=True),
+            ]
+        )
+
+
+async def hierarchical_allreduce(
+    ch: Landing, acc: np.ndarray, op: Op, groups: Sequence[Sequence[int]], k: int
+) -> None:
+    """Seed 000's node-leader allreduce (commutative ops): reduce within each node to its leader
+    (lowest rank), recursive doubling among the leaders, broadcast within each node."""
+    leaders = [members[0] for members in groups]
+    my_node = next(members for members in groups if ch.rank in members)
+    if len(my_node) > 1:
+        await binomial_reduce(ch, acc, op, my_node, 0)
+    if ch.rank == my_node[0] and len(leaders) > 1:
+        await recursive_doubling_allreduce(ch, acc, acc, op, leaders)
+    if len(my_node) > 1:
+        await knomial_bcast(ch, _bytes(acc), my_node, 0, k)
+
+
+async def hierarchical_reduce(
+    ch: Landing, acc: np.ndarray, op: Op, groups: Sequence[Sequence[int]], root: int
+) -> None:
+    """Node-leader reduce (commutative ops): within each node to its leader (the root leads its
+    own node), then a binomial reduce over the leaders towards the root."""
+    leaders = [root if root in members else members[0] for members in groups]
+    my_node = next(members for members in groups if ch.rank in members)
+    my_leader = root if root in my_node else my_node[0]
+    if len(my_node) > 1:
+        node = [my_leader, *(r for r in my_node if r != my_leader)]
+        await binomial_reduce(ch, acc, op, node, 0)
+    if ch.rank == my_leader and len(leaders) > 1:
+        await binomial_reduce(ch, acc, op, leaders, leaders.index(root))

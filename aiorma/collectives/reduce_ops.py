@@ -1,0 +1,54 @@
+"""Reduction arithmetic for collectives: in-place combining in rank order.
+
+MPI reduces ``x0 op x1 op … op x(P-1)``.  Every aiorma op is commutative except ``REPLACE``
+(the result is the highest rank's value) and ``NO_OP`` (the lowest rank's), so the algorithms
+keep track of whether incoming data comes from higher or lower ranks and the result is
+well defined for those two as well.  Semantics match :func:`aiorma.ops.combine` (what
+``accumulate`` does), computed in place with numpy ufuncs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..constants import Op
+
+_UFUNCS = {
+    Op.SUM: np.add,
+    Op.PROD: np.multiply,
+    Op.MIN: np.minimum,
+    Op.MAX: np.maximum,
+    Op.BAND: np.bitwise_and,
+    Op.BOR: np.bitwise_or,
+    Op.BXOR: np.bitwise_xor,
+    Op.LAND: np.logical_and,
+    Op.LOR: np.logical_or,
+    Op.LXOR: np.logical_xor,
+}
+
+
+def is_commutative(op: Op) -> bool:
+    """False for REPLACE and NO_OP, whose result depends on the order of the operands."""
+    return op not in (Op.REPLACE, Op.NO_OP)
+
+
+def reduce_into(
+    op: Op, acc: np.ndarray, incoming: np.ndarray, incoming_higher: bool, out: np.ndarray | None = None
+) -> None:
+    """``out = acc op incoming`` if ``incoming`` holds the contribution of higher ranks than
+    ``acc`` does, else ``out = incoming op acc``; ``out`` defaults to ``acc`` (in place) and has
+    ``acc``'s dtype.  ``out`` may be ``acc`` but must not overlap ``incoming``."""
+    if out is None:
+        out = acc
+    if op is Op.REPLACE or op is Op.NO_OP:
+        keep_incoming = incoming_higher if op is Op.REPLACE else not incoming_higher
+        if keep_incoming:
+            out[...] = incoming
+        elif out is not acc:
+            out[...] = acc
+        return
+    ufunc = _UFUNCS[op]
+    if op in (Op.LAND, Op.LOR, Op.LXOR):
+        out[...] = ufunc(acc, incoming)  # a bool result, stored as 0/1 in acc's dtype
+    else:
+        ufunc(acc, incoming, out=out)

@@ -1,0 +1,128 @@
+"""SerialRunner: runs a Comm's collectives one after another, the first step inside the call.
+
+Collectives of one Comm run in the order they were called, one at a time on each rank.  That is
+what MPI asks of nonblocking collectives (same order everywhere), and it lets every pair of ranks
+count its messages identically: the k-th message from A to B belongs to the same collective and
+step on both sides, so landing slots, flags and credits can be numbered per pair (see
+:mod:`aiorma.collectives.landing`).
+
+Each job is a coroutine.  Instead of wrapping it in an :class:`asyncio.Task` (whose first step
+would wait for the next turn of the event loop), the runner steps the coroutine itself: the first
+step runs *inside the collective call* when no earlier collective is still running, so the call
+issues its first puts at once (DESIGN §6: a call pushes its work as far as it can go), and later
+steps run from the done-callbacks of the futures the coroutine awaits.  Coroutines may await
+asyncio futures (including tasks and ``asyncio.gather``) and ``asyncio.sleep``; nothing in them
+may rely on ``asyncio.current_task()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ..errors import RmaFailure
+
+JobFactory = Callable[[], Coroutine[Any, Any, Any]]
+
+
+class CollectiveStreamBroken(RmaFailure):
+    """An earlier collective of this Comm failed, so the ranks' message counts are out of step and
+    no later collective can run."""
+
+
+class SerialRunner:
+    """Run jobs strictly in submission order; each job's future carries its result or error."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: deque[tuple[JobFactory, asyncio.Future[Any]]] = deque()
+        self._coro: Coroutine[Any, Any, Any] | None = None
+        self._future: asyncio.Future[Any] | None = None
+        self._stepping = False
+        self.failure: BaseException | None = None
+        self._last: asyncio.Future[Any] | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self._coro is None and not self._queue
+
+    def submit(self, factory: JobFactory) -> asyncio.Future[Any]:
+        """Queue ``factory()``'s coroutine; start it now if nothing else is running."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._last = future
+        if self.failure is not None:
+            future.set_exception(CollectiveStreamBroken(f"an earlier collective failed: {self.failure!r}"))
+            return future
+        self._queue.append((factory, future))
+        if self._coro is None and not self._stepping:
+            self._run(None)
+        return future
+
+    async def drain(self) -> None:
+        """Wait until every submitted job has finished (successfully or not)."""
+        while self._last is not None and not self._last.done():
+            await asyncio.wait([self._last])
+
+    # ------------------------------------------------------------------ stepping
+
+    def _run(self, _done: object) -> None:
+        """Step the current job; when it finishes, start the next one (iteratively)."""
+        if self._stepping:  # a step that completed a future synchronously: the callback comes later
+            return
+        self._stepping = True
+        try:
+            while True:
+                if self._coro is None:
+                    if not self._queue:
+                        return
+                    factory, self._future = self._queue.popleft()
+                    try:
+                        self._coro = factory()
+                    except BaseException as exc:
+                        self._fail(exc)
+                        continue
+                if not self._step():
+                    return  # suspended on a future or a sleep
+        finally:
+            self._stepping = False
+
+    def _step(self) -> bool:
+        """Advance the current coroutine once.  True when it finished (the next job may start)."""
+        coro, future = self._coro, self._future
+        assert coro is not None and future is not None
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            self._coro = self._future = None
+            if not future.done():
+                future.set_result(stop.value)
+            return True
+        except BaseException as exc:
+            self._coro = None
+            self._fail(exc)
+            return True
+        if yielded is None:  # a bare yield (asyncio.sleep(0)): resume on the next loop turn
+            self._loop.call_soon(self._run, None)
+        elif isinstance(yielded, asyncio.Future):
+            yielded._asyncio_future_blocking = False
+            yielded.add_done_callback(self._run)
+        else:
+            coro.close()
+            self._coro = None
+            self._fail(RuntimeError(f"a collective awaited {yielded!r}, which is not an asyncio future"))
+            return True
+        return False
+
+    def _fail(self, exc: BaseException) -> None:
+        """The current job failed: peers' counters no longer match ours, so fail every later job."""
+        future, self._future = self._future, None
+        self.failure = exc
+        if future is not None and not future.done():
+            future.set_exception(exc)
+        broken = CollectiveStreamBroken(f"an earlier collective failed: {exc!r}")
+        while self._queue:
+            _factory, queued = self._queue.popleft()
+            if not queued.done():
+                queued.set_exception(broken)

@@ -1,0 +1,101 @@
+"""Argument checks made at the call of a collective, before anything is queued or sent.
+
+A bad buffer raises :class:`~aiorma.RmaTypeError`, a bad root :class:`~aiorma.RmaRangeError`, a
+bad algorithm or option :class:`~aiorma.RmaUsageError`; nothing has changed when they do.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..constants import Op
+from ..errors import RmaRangeError, RmaTypeError, RmaUsageError
+from ..ops import check_op_dtype
+
+_NUMERIC = "biufc"  # bool, signed, unsigned, float, complex
+
+
+def send_buffer(buf: Any, what: str) -> np.ndarray:
+    """A numeric numpy array, returned C-contiguous (copied only if it was not)."""
+    if not isinstance(buf, np.ndarray):
+        raise RmaTypeError(f"{what} must be a numpy array, not {type(buf).__name__}")
+    if buf.dtype.kind not in _NUMERIC:
+        raise RmaTypeError(f"{what} has dtype {buf.dtype}; collectives move numeric arrays only")
+    return np.ascontiguousarray(buf)
+
+
+def recv_buffer(buf: Any, what: str) -> np.ndarray:
+    """A numeric, C-contiguous, writeable numpy array (results are written into it in place)."""
+    if not isinstance(buf, np.ndarray):
+        raise RmaTypeError(f"{what} must be a numpy array, not {type(buf).__name__}")
+    if buf.dtype.kind not in _NUMERIC:
+        raise RmaTypeError(f"{what} has dtype {buf.dtype}; collectives move numeric arrays only")
+    if not buf.flags.c_contiguous or not buf.flags.writeable:
+        raise RmaTypeError(f"{what} must be a writeable, C-contiguous array")
+    return buf
+
+
+def same_dtype(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    if a.dtype != b.dtype:
+        raise RmaTypeError(f"{what}: send dtype {a.dtype} and receive dtype {b.dtype} differ")
+
+
+def expect_size(buf: np.ndarray, size: int, what: str) -> None:
+    if buf.size != size:
+        raise RmaTypeError(f"{what} holds {buf.size} elements, {size} expected")
+
+
+def root(value: Any, size: int) -> int:
+    if isinstance(value, bool):
+        raise RmaRangeError(f"root {value!r} is not a rank")
+    try:
+        rank = operator.index(value)
+    except TypeError:
+        raise RmaRangeError(f"root {value!r} is not an integer rank") from None
+    if not 0 <= rank < size:
+        raise RmaRangeError(f"root {rank} is outside the Comm of {size} ranks")
+    return rank
+
+
+def op(value: Any, dtype: np.dtype) -> Op:
+    try:
+        operation = Op(value)
+    except ValueError:
+        raise RmaUsageError(f"{value!r} is not an aiorma op (SUM, MAX, REPLACE, ...)") from None
+    check_op_dtype(operation, dtype)
+    return operation
+
+
+def algorithm(value: Any, allowed: Sequence[str], what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in allowed:
+        raise RmaUsageError(f"unknown {what} algorithm {value!r}; choose from {', '.join(allowed)}")
+    return value
+
+
+def nodes(value: Any, size: int) -> list[object] | None:
+    """A node label per rank (ranks with equal labels share a node), or None."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray):
+        raise RmaUsageError(f"nodes must be a sequence with one node label per rank, not {value!r}")
+    labels = [v.item() if isinstance(v, np.generic) else v for v in value]
+    if len(labels) != size:
+        raise RmaUsageError(f"nodes names {len(labels)} ranks, the Comm has {size}")
+    try:
+        for label in labels:
+            hash(label)
+    except TypeError:
+        raise RmaUsageError("node labels must be hashable (ints or strings)") from None
+    return labels
+
+
+def positive_int(value: Any, minimum: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise RmaUsageError(f"{what} must be an integer >= {minimum}, not {value!r}")
+    return int(value)

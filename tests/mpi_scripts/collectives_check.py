@@ -1,0 +1,502 @@
+"""Collectives checked against numpy, on every rank: the same battery for both transports.
+
+Imported by tests/test_collectives.py (``local`` transport, 1..9 ranks) and run under mpiexec by
+tests/test_collectives_mpi.py as ``mpiexec -n N python collectives_check.py [check ...]``; each
+rank prints ``PASS <check> <rank>`` after each check.  A failing rank aborts the whole job (what
+aiorma.run does under MPI), so a failure never leaves the others hanging.
+
+Every check asserts on every rank; data is a deterministic function of (rank, salt), so each rank
+can compute every other rank's contribution and the expected result itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import aiorma
+from aiorma import Op
+
+Check = Callable[[aiorma.Comm], Awaitable[None]]
+CHECKS: dict[str, Check] = {}
+
+
+def check(fn: Check) -> Check:
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+# ---------------------------------------------------------------------- data and references
+
+
+def data(rank: int, count: int, dtype: Any, salt: int = 0) -> np.ndarray:
+    """Rank ``rank``'s contribution: small values, so that products of 9 of them stay finite."""
+    dtype = np.dtype(dtype)
+    i = np.arange(count)
+    if dtype.kind == "b":
+        return ((i + rank + salt) % 3 == 0).astype(dtype)
+    if dtype.kind in "iu":
+        return ((i * 7 + rank * 13 + salt) % 11 + 1).astype(dtype)
+    if dtype.kind == "f":
+        return ((i % 5) * 0.5 + rank * 0.25 + 1 + salt * 0.125).astype(dtype)
+    return ((i % 5) * 0.5 + rank * 0.25 + 1 + 1j * ((rank + i + salt) % 3 - 1) * 0.5).astype(dtype)
+
+
+_UFUNC = {
+    Op.SUM: np.add,
+    Op.PROD: np.multiply,
+    Op.MIN: np.minimum,
+    Op.MAX: np.maximum,
+    Op.BAND: np.bitwise_and,
+    Op.BOR: np.bitwise_or,
+    Op.BXOR: np.bitwise_xor,
+}
+
+
+def reference(op: Op, arrays: list[np.ndarray]) -> np.ndarray:
+    """MPI's ``x0 op x1 op … op x(P-1)``, computed with numpy."""
+    stack = np.stack(arrays)
+    dtype = stack.dtype
+    if len(arrays) == 1:
+        return arrays[0].copy()  # one process: MPI applies no operation (LAND does not normalise)
+    if op is Op.REPLACE:
+        return arrays[-1].copy()
+    if op is Op.NO_OP:
+        return arrays[0].copy()
+    if op in (Op.LAND, Op.LOR, Op.LXOR):
+        ufunc = {Op.LAND: np.logical_and, Op.LOR: np.logical_or, Op.LXOR: np.logical_xor}[op]
+        return ufunc.reduce(stack.astype(bool), axis=0).astype(dtype)
+    return _UFUNC[op].reduce(stack, axis=0, dtype=dtype)
+
+
+def same(result: np.ndarray, expected: np.ndarray, what: str) -> None:
+    assert result.dtype == expected.dtype, (what, result.dtype, expected.dtype)
+    if result.dtype.kind in "fc":
+        tolerance = float(np.finfo(result.dtype).resolution) * 100  # rounding differs with the order
+        assert np.allclose(result, expected, rtol=tolerance, atol=tolerance), (what, result, expected)
+    else:
+        assert np.array_equal(result, expected), (what, result, expected)
+
+
+def slot_bytes(comm: aiorma.Comm) -> int:
+    """The landing slot size of this Comm (messages above it are chunked)."""
+    return comm._collectives_state().landing.slot_bytes
+
+
+def roots(size: int) -> list[int]:
+    return sorted({0, size - 1, size // 2})
+
+
+# Combinations of (op, dtypes) that MPI allows; every op and several dtypes per op.
+OP_DTYPES: list[tuple[Op, tuple[Any, ...]]] = [
+    (Op.SUM, (np.float64, np.int32, np.complex128, np.uint8, np.float32, np.int8)),
+    (Op.PROD, (np.float64, np.int64, np.complex64)),
+    (Op.MIN, (np.float32, np.int16, np.uint64)),
+    (Op.MAX, (np.float64, np.int8, np.uint16)),
+    (Op.BAND, (np.uint8, np.int32, np.bool_)),
+    (Op.BOR, (np.int64, np.bool_)),
+    (Op.BXOR, (np.uint32, np.int8)),
+    (Op.LAND, (np.int32, np.bool_)),
+    (Op.LOR, (np.uint8, np.bool_)),
+    (Op.LXOR, (np.int64, np.bool_)),
+    (Op.REPLACE, (np.float64, np.int32)),
+    (Op.NO_OP, (np.float64, np.uint8)),
+]
+
+
+def nodes_map(size: int) -> list[int]:
+    """A made-up placement on ceil(size/3) nodes, not contiguous (cyclic with a twist)."""
+    count = max(1, (size + 2) // 3)
+    return [(r * 2 + r // 4) % count for r in range(size)]
+
+
+def random_tree(size: int, root: int, seed: int) -> dict[int, list[int]]:
+    """A random spanning tree rooted at ``root`` (each rank's parent is an earlier one)."""
+    rng = np.random.default_rng(seed)
+    order = [root, *rng.permutation([r for r in range(size) if r != root]).tolist()]
+    tree: dict[int, list[int]] = {r: [] for r in range(size)}
+    for i, rank in enumerate(order[1:], start=1):
+        tree[order[int(rng.integers(0, i))]].append(rank)
+    return tree
+
+
+# ---------------------------------------------------------------------- checks
+
+
+@check
+async def barrier_semantics(comm: aiorma.Comm) -> None:
+    """No rank leaves a barrier before the last one entered it, for every algorithm."""
+    variants: list[dict[str, Any]] = [
+        {},
+        {"algorithm": "dissemination"},
+        {"algorithm": "nway", "n": 2},
+        {"algorithm": "nway", "n": 3},
+        {"algorithm": "fence"},
+    ]
+    for round_, kwargs in enumerate(variants):
+        await asyncio.sleep(0.002 * ((comm.rank + round_) % comm.size))
+        entered = time.monotonic()
+        await comm.barrier(**kwargs)
+        left = time.monotonic()
+        times = np.zeros(comm.size, np.float64)
+        await comm.allgather(np.array([entered]), times)
+        assert left >= times.max(), (kwargs, left, times)
+
+
+@check
+async def bcast_all_algorithms(comm: aiorma.Comm) -> None:
+    size = comm.size
+    cases: list[dict[str, Any]] = [
+        {},
+        {"algorithm": "binomial"},
+        {"algorithm": "knomial", "k": 3},
+        {"algorithm": "scatter_allgather"},
+        {"algorithm": "hierarchical", "nodes": nodes_map(size)},
+        {"algorithm": "hierarchical"},  # node map from host names
+    ]
+    salt = 0
+    for kwargs in cases:
+        for root in roots(size):
+            for dtype, count in (
+                (np.float64, 37),
+                (np.int8, 5),
+                (np.complex64, 1),
+                (np.bool_, 11),
+                (np.float16, 0),
+            ):
+                salt += 1
+                buf = data(root, count, dtype, salt) if comm.rank == root else np.zeros(count, dtype)
+                request = comm.bcast(buf, root, **kwargs)
+                assert isinstance(request, aiorma.Request)
+                await request
+                same(buf, data(root, count, dtype, salt), f"bcast {kwargs} root {root} {np.dtype(dtype)}")
+    # a 2-D buffer and an explicit (random) tree
+    for root in roots(size):
+        tree = random_tree(size, root, seed=root + 7 * size)
+        buf = np.full((3, 4), root + 1.5) if comm.rank == root else np.zeros((3, 4))
+        await comm.bcast(buf, root, tree=tree)
+        assert (buf == root + 1.5).all()
+
+
+@check
+async def bcast_topology_tree(comm: aiorma.Comm) -> None:
+    """The topology-/speed-aware tree of aiorma.collectives.topology drives the broadcast."""
+    from aiorma.collectives.topology import Topology
+
+    size = comm.size
+    nodes = nodes_map(size)
+    count = max(nodes) + 1
+    topology = Topology(
+        nodes, [n % 2 for n in range(count)], node_speed=[1e9 * (1 + n % 3) for n in range(count)]
+    )
+    for root in roots(size):
+        buf = np.arange(64, dtype=np.int64) * (root + 1) if comm.rank == root else np.zeros(64, np.int64)
+        await comm.bcast(buf, root, topology=topology)
+        assert (buf == np.arange(64) * (root + 1)).all()
+
+
+@check
+async def bcast_large(comm: aiorma.Comm) -> None:
+    """Larger than one landing slot: chunked and pipelined (a slot is at most 1 MiB)."""
+    n = min(300_000, 50 * slot_bytes(comm) // 8)  # up to 2.4 MB of float64
+    for algorithm in ("binomial", "scatter_allgather"):
+        root = comm.size - 1
+        buf = np.arange(n, dtype=np.float64) if comm.rank == root else np.zeros(n)
+        await comm.bcast(buf, root, algorithm=algorithm)
+        assert (buf == np.arange(n)).all(), algorithm
+
+
+@check
+async def reduce_ops_dtypes(comm: aiorma.Comm) -> None:
+    size = comm.size
+    salt = 0
+    for op, dtypes in OP_DTYPES:
+        algorithms: list[str | None] = [None, "binomial"]
+        if op not in (Op.REPLACE, Op.NO_OP):
+            algorithms += ["reduce_scatter_gather", "hierarchical"]
+        for algorithm in algorithms:
+            for dtype in dtypes:
+                salt += 1
+                root = roots(size)[salt % len(roots(size))]
+                count = 1 + salt % 17
+                send = data(comm.rank, count, dtype, salt)
+                recv = np.zeros(count, dtype) if comm.rank == root else None
+                nodes = nodes_map(size) if algorithm == "hierarchical" else None
+                await comm.reduce(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+                if recv is not None:
+                    expected = reference(op, [data(r, count, dtype, salt) for r in range(size)])
+                    same(recv, expected, f"reduce {op.name} {np.dtype(dtype)} {algorithm} root {root}")
+
+
+@check
+async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
+    size = comm.size
+    salt = 0
+    for op, dtypes in OP_DTYPES:
+        algorithms: list[str | None] = [None, "recursive_doubling"]
+        if op not in (Op.REPLACE, Op.NO_OP):
+            algorithms += ["ring", "hierarchical"]
+        for algorithm in algorithms:
+            for dtype in dtypes:
+                salt += 1
+                count = (1, size - 1, 13, 2 * size + 1)[salt % 4]
+                send = data(comm.rank, count, dtype, salt)
+                recv = np.zeros(count, dtype)
+                nodes = nodes_map(size) if algorithm == "hierarchical" else None
+                await comm.allreduce(send, recv, op, algorithm=algorithm, nodes=nodes)
+                expected = reference(op, [data(r, count, dtype, salt) for r in range(size)])
+                same(recv, expected, f"allreduce {op.name} {np.dtype(dtype)} {algorithm} n={count}")
+    # in place (send is recv), 2-D, and large enough to take several slots' worth on the ring
+    grid = data(comm.rank, 12, np.float64, 5).reshape(3, 4)
+    await comm.allreduce(grid, grid)
+    same(grid, reference(Op.SUM, [data(r, 12, np.float64, 5) for r in range(size)]).reshape(3, 4), "in place")
+    n = min(200_000, 40 * slot_bytes(comm) // 8)  # several slots' worth, whatever the slot size
+    for algorithm in ("ring", "recursive_doubling"):
+        send = np.full(n, comm.rank + 1, np.int64)
+        recv = np.zeros(n, np.int64)
+        await comm.allreduce(send, recv, Op.SUM, algorithm=algorithm)
+        assert (recv == size * (size + 1) // 2).all(), algorithm
+
+
+@check
+async def allgather_all_algorithms(comm: aiorma.Comm) -> None:
+    size = comm.size
+    algorithms: list[str | None] = [None, "ring", "bruck", "hierarchical"]
+    if size & (size - 1) == 0:
+        algorithms.append("recursive_doubling")
+    salt = 0
+    for algorithm in algorithms:
+        for dtype, count in (
+            (np.int32, 3),
+            (np.float64, 1),
+            (np.complex128, 4),
+            (np.bool_, 9),
+            (np.uint16, 0),
+        ):
+            salt += 1
+            recv = np.zeros(count * size, dtype)
+            nodes = nodes_map(size) if algorithm == "hierarchical" else None
+            await comm.allgather(data(comm.rank, count, dtype, salt), recv, algorithm=algorithm, nodes=nodes)
+            expected = np.concatenate([data(r, count, dtype, salt) for r in range(size)])
+            same(recv, expected, f"allgather {algorithm} {np.dtype(dtype)}")
+
+
+@check
+async def gather_scatter(comm: aiorma.Comm) -> None:
+    size = comm.size
+    salt = 0
+    for algorithm in (None, "direct", "binomial"):
+        for root in roots(size):
+            for dtype, count in ((np.float32, 5), (np.int64, 1), (np.uint8, 0)):
+                salt += 1
+                recv = np.zeros(count * size, dtype) if comm.rank == root else None
+                await comm.gather(data(comm.rank, count, dtype, salt), recv, root, algorithm=algorithm)
+                if recv is not None:
+                    expected = np.concatenate([data(r, count, dtype, salt) for r in range(size)])
+                    same(recv, expected, f"gather {algorithm} root {root}")
+                whole = np.concatenate([data(r, count, dtype, salt) for r in range(size)])
+                mine = np.zeros(count, dtype)
+                await comm.scatter(whole if comm.rank == root else None, mine, root, algorithm=algorithm)
+                same(mine, data(comm.rank, count, dtype, salt), f"scatter {algorithm} root {root}")
+
+
+@check
+async def alltoall_all_algorithms(comm: aiorma.Comm) -> None:
+    size = comm.size
+    for algorithm in (None, "direct", "pairwise"):
+        for dtype, block in ((np.int64, 1), (np.float64, 5), (np.complex64, 3)):
+            send = np.concatenate([data(comm.rank * size + d, block, dtype) for d in range(size)])
+            recv = np.zeros(size * block, dtype)
+            await comm.alltoall(send, recv, algorithm=algorithm)
+            expected = np.concatenate([data(s * size + comm.rank, block, dtype) for s in range(size)])
+            same(recv, expected, f"alltoall {algorithm} {np.dtype(dtype)}")
+
+
+@check
+async def many_outstanding(comm: aiorma.Comm) -> None:
+    """Ten different collectives in flight at once, awaited in reverse order."""
+    size, rank = comm.size, comm.rank
+    bcast_buf = np.arange(6.0) if rank == size - 1 else np.zeros(6)
+    allreduce_out = np.zeros(4, np.int64)
+    allgather_out = np.zeros(2 * size, np.int32)
+    reduce_out = np.zeros(3, np.float64) if rank == 0 else None
+    alltoall_out = np.zeros(size, np.int64)
+    gather_out = np.zeros(size, np.int64) if rank == size // 2 else None
+    scatter_out = np.zeros(2, np.int16)
+    second_out = np.zeros(4, np.int64)
+    requests = [
+        comm.barrier(),
+        comm.bcast(bcast_buf, size - 1),
+        comm.allreduce(np.full(4, rank, np.int64), allreduce_out, Op.MAX),
+        comm.allgather(np.full(2, rank, np.int32), allgather_out),
+        comm.reduce(np.full(3, rank + 1.0), reduce_out, Op.PROD, 0),
+        comm.alltoall(np.arange(size, dtype=np.int64) + 10 * rank, alltoall_out),
+        comm.gather(np.array([rank * rank]), gather_out, size // 2),
+        comm.scatter(np.arange(2 * size, dtype=np.int16) if rank == 0 else None, scatter_out, 0),
+        comm.barrier(algorithm="fence"),
+        comm.allreduce(np.full(4, 1, np.int64), second_out),
+    ]
+    assert all(isinstance(r, aiorma.Request) for r in requests)
+    for request in reversed(requests):
+        await request
+    assert (bcast_buf == np.arange(6.0)).all()
+    assert (allreduce_out == size - 1).all()
+    assert (allgather_out == np.repeat(np.arange(size), 2)).all()
+    if reduce_out is not None:
+        assert np.allclose(reduce_out, float(np.prod(np.arange(1, size + 1))))
+    assert (alltoall_out == 10 * np.arange(size) + rank).all()
+    if gather_out is not None:
+        assert (gather_out == np.arange(size) ** 2).all()
+    assert (scatter_out == [2 * rank, 2 * rank + 1]).all()
+    assert (second_out == size).all()
+
+
+@check
+async def back_to_back_1000(comm: aiorma.Comm) -> None:
+    """1000 barriers held at once, then 1000 small allreduces, never a barrier in between."""
+    barriers = [comm.barrier() for _ in range(1000)]
+    for request in barriers:
+        await request
+    outs = [np.zeros(2, np.int64) for _ in range(1000)]
+    requests = [comm.allreduce(np.array([i, comm.rank], np.int64), outs[i]) for i in range(1000)]
+    for request in requests:
+        await request
+    total = comm.size * (comm.size - 1) // 2
+    for i, out in enumerate(outs):
+        assert out.tolist() == [i * comm.size, total], (i, out)
+
+
+@check
+async def held_requests_progress(comm: aiorma.Comm) -> None:
+    """A collective that nobody awaits still runs: the root starts a bcast, does not await it,
+    and waits (through a second, awaited collective) until every other rank has the data."""
+    buf = np.arange(8.0) if comm.rank == 0 else np.zeros(8)
+    held = comm.bcast(buf, 0)
+    if comm.rank != 0:
+        await held
+    await comm.barrier()
+    assert (buf == np.arange(8.0)).all()
+    await held
+
+
+@check
+async def bad_input_raises_at_call(comm: aiorma.Comm) -> None:
+    """Every bad argument raises at the call and changes nothing: a correct collective right
+    after the refused ones still matches on every rank."""
+    from aiorma import RmaRangeError, RmaTypeError, RmaUsageError
+
+    size = comm.size
+    f8 = np.zeros(4)
+    refused: list[tuple[type[Exception], Callable[[], object]]] = [
+        (RmaTypeError, lambda: comm.bcast([1.0, 2.0], 0)),
+        (RmaTypeError, lambda: comm.bcast(np.zeros(4, object), 0)),
+        (RmaTypeError, lambda: comm.bcast(np.zeros((4, 4))[:, 1], 0)),
+        (RmaTypeError, lambda: comm.bcast(f8[::2], 0)),
+        (RmaRangeError, lambda: comm.bcast(f8, size)),
+        (RmaRangeError, lambda: comm.bcast(f8, -1)),
+        (RmaRangeError, lambda: comm.bcast(f8, True)),
+        (RmaRangeError, lambda: comm.bcast(f8, "0")),
+        (RmaUsageError, lambda: comm.bcast(f8, 0, algorithm="quantum")),
+        (RmaUsageError, lambda: comm.bcast(f8, 0, algorithm="tree")),
+        (RmaUsageError, lambda: comm.bcast(f8, 0, tree={0: [0]})),
+        (RmaRangeError, lambda: comm.bcast(f8, 0, tree={0: [size]})),
+        (RmaUsageError, lambda: comm.bcast(f8, 0, k=1)),
+        (RmaUsageError, lambda: comm.bcast(f8, 0, nodes=[0] * (size + 1))),
+        (RmaUsageError, lambda: comm.bcast(f8, 0, algorithm="binomial", tree={0: list(range(1, size))})),
+        (RmaTypeError, lambda: comm.allreduce(f8, np.zeros(4, np.float32))),
+        (RmaTypeError, lambda: comm.allreduce(f8, np.zeros(5))),
+        (RmaTypeError, lambda: comm.allreduce(f8, np.zeros(8)[::2])),
+        (RmaTypeError, lambda: comm.allreduce(f8, np.zeros(4, np.float64).view(np.int64))),
+        (RmaTypeError, lambda: comm.allreduce(f8, f8.copy(), Op.BXOR)),
+        (RmaUsageError, lambda: comm.allreduce(f8, f8.copy(), 99)),
+        (RmaUsageError, lambda: comm.allreduce(f8, f8.copy(), Op.REPLACE, algorithm="ring")),
+        (RmaUsageError, lambda: comm.reduce(f8, f8.copy(), Op.NO_OP, 0, algorithm="hierarchical")),
+        (RmaRangeError, lambda: comm.reduce(f8, f8.copy(), Op.SUM, size + 3)),
+        (RmaTypeError, lambda: comm.allgather(f8, np.zeros(4 * size + 1))),
+        (RmaTypeError, lambda: comm.alltoall(np.zeros(size * 2), np.zeros(size * 2 + 1))),
+        (RmaUsageError, lambda: comm.scatter(None, np.zeros(2), 0, algorithm="x")),
+        (RmaUsageError, lambda: comm.barrier(algorithm="fence", n=2)),
+        (RmaUsageError, lambda: comm.barrier(n=0)),
+        (RmaUsageError, lambda: comm.barrier(algorithm="spin")),
+    ]
+    if size > 1:
+        refused.append((RmaTypeError, lambda: comm.alltoall(np.zeros(size * 2 + 1), np.zeros(size * 2 + 1))))
+    if size & (size - 1):
+        refused.append(
+            (RmaUsageError, lambda: comm.allgather(f8, np.zeros(4 * size), algorithm="recursive_doubling"))
+        )
+    if comm.rank == 0:
+        refused.append((RmaTypeError, lambda: comm.gather(f8, np.zeros(4 * size - 1), 0)))
+        refused.append((RmaTypeError, lambda: comm.reduce(f8, None, Op.SUM, 0)))
+        refused.append((RmaTypeError, lambda: comm.scatter(np.zeros(3), np.zeros(2), 0)))
+    frozen = np.zeros(4)
+    frozen.flags.writeable = False
+    refused.append((RmaTypeError, lambda: comm.allreduce(f8, frozen)))
+    for index, (error, call) in enumerate(refused):
+        try:
+            call()
+        except error:
+            continue
+        except Exception as exc:
+            raise AssertionError(f"case {index}: expected {error.__name__}, got {exc!r}") from exc
+        raise AssertionError(f"case {index}: expected {error.__name__} at the call")
+    out = np.zeros(2, np.int64)
+    await comm.allreduce(np.array([1, comm.rank], np.int64), out)
+    assert out.tolist() == [size, size * (size - 1) // 2]
+
+
+@check
+async def calibrate_model(comm: aiorma.Comm) -> None:
+    """calibrate() measures the model on this transport; every rank gets rank 0's numbers."""
+    from aiorma.collectives import LogGP, calibrate
+
+    model = await calibrate(comm, pings=8, big_bytes=64 << 10)
+    assert isinstance(model, LogGP)
+    values = model.as_array()
+    assert np.isfinite(values).all() and (values >= 0).all(), values
+    everyone = np.zeros(6 * comm.size)
+    await comm.allgather(values, everyone)
+    assert (everyone.reshape(comm.size, 6) == values).all()
+    if comm.size > 1:
+        assert model.o > 0 and model.L + 2 * model.o > 0
+    await comm.barrier()  # the Comm now chooses with the calibrated model
+
+
+QUICK = [
+    "barrier_semantics",
+    "bcast_all_algorithms",
+    "bcast_topology_tree",
+    "reduce_ops_dtypes",
+    "allreduce_ops_dtypes",
+    "allgather_all_algorithms",
+    "gather_scatter",
+    "alltoall_all_algorithms",
+    "many_outstanding",
+    "held_requests_progress",
+    "bad_input_raises_at_call",
+]
+
+
+async def run_checks(comm: aiorma.Comm, names: list[str], report: bool = False) -> list[str]:
+    passed = []
+    for name in names:
+        async with asyncio.timeout(240):
+            await CHECKS[name](comm)
+        passed.append(name)
+        if report:
+            print(f"PASS {name} {comm.rank}", flush=True)
+    return passed
+
+
+if __name__ == "__main__":
+    selected = sys.argv[1:] or list(CHECKS)
+    aiorma.run(functools.partial(run_checks, names=selected, report=True))

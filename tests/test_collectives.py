@@ -1,0 +1,297 @@
+"""Collectives on the in-process ``local`` transport: every collective against numpy at 1..9 ranks,
+several outstanding at once, 1000 back-to-back, bad input, tiny landing slots (chunking and
+credits), the schedules and the runner as pure logic.
+
+The multi-rank checks are the battery in tests/mpi_scripts/collectives_check.py, which
+tests/test_collectives_mpi.py also runs under mpiexec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aiorma
+from aiorma.collectives import landing, select
+from aiorma.collectives.landing import LandingConfig
+from aiorma.collectives.model import DEFAULT_MPI, LogGP, barrier_nway, best_nway, nway_rounds
+from aiorma.collectives.runner import CollectiveStreamBroken, SerialRunner
+from aiorma.collectives.schedules import (
+    binomial_subtree,
+    check_tree,
+    knomial_children,
+    knomial_parent,
+    node_groups,
+    nway_distances,
+    split,
+)
+
+from .mpi_scripts.collectives_check import QUICK, run_checks
+
+
+def run(size: int, names: list[str]) -> list[list[str]]:
+    return aiorma.run(functools.partial(run_checks, names=names), nprocs=size)
+
+
+# ---------------------------------------------------------------------- the battery
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("size", range(1, 10))
+def test_every_collective_against_numpy(size: int) -> None:
+    """Barrier, bcast (every algorithm, a random tree, a topology tree), reduce and allreduce
+    (every op, several dtypes, every algorithm), allgather, gather, scatter, alltoall; several
+    roots; ten outstanding at once; held Requests progress; bad input raises at the call."""
+    assert run(size, QUICK) == [QUICK] * size
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("size", [3, 6])
+def test_back_to_back_and_large(size: int) -> None:
+    """1000 barriers and 1000 small allreduces with no barrier in between; messages larger than
+    a landing slot; calibration of the cost model on this transport."""
+    names = ["back_to_back_1000", "bcast_large", "calibrate_model"]
+    assert run(size, names) == [names] * size
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("size", "slot", "slots"), [(3, 16, 1), (4, 64, 2), (7, 32, 3)])
+def test_tiny_landing_slots(monkeypatch: pytest.MonkeyPatch, size: int, slot: int, slots: int) -> None:
+    """With slots of 16–64 bytes nearly every message is chunked and every chunk waits for a
+    credit: the same battery must still agree with numpy."""
+    monkeypatch.setattr(landing, "DEFAULT_CONFIG", LandingConfig(slot_bytes=slot, slots_per_peer=slots))
+    names = [*QUICK, "bcast_large"]
+    assert run(size, names) == [names] * size
+
+
+# ---------------------------------------------------------------------- API behaviour
+
+
+@pytest.mark.timeout(60)
+def test_calls_return_requests_and_start_inside_the_call() -> None:
+    """The first step runs inside the call: the moment rank 0's barrier() returns — before rank
+    0 yields to the event loop — its round-0 signal is in rank 1's flag memory."""
+    comms: dict[int, aiorma.Comm] = {}
+
+    async def main(comm: aiorma.Comm) -> int:
+        comms[comm.rank] = comm
+        await asyncio.sleep(0.01)  # both ranks registered
+        if comm.rank == 0:
+            peer = comms[1]._collectives_state().landing
+            before = int(peer.watcher._memory[peer.SIG + 0])
+            request = comm.barrier(algorithm="dissemination")
+            assert isinstance(request, aiorma.Request) and not asyncio.iscoroutine(request)
+            after = int(peer.watcher._memory[peer.SIG + 0])
+            await request
+            return after - before
+        await asyncio.sleep(0.05)
+        await comm.barrier(algorithm="dissemination")
+        return 0
+
+    assert aiorma.run(main, nprocs=2)[0] == 1
+
+
+@pytest.mark.timeout(60)
+def test_algorithm_selection_is_recorded_and_overridable() -> None:
+    async def main(comm: aiorma.Comm) -> list[str]:
+        state = comm._collectives_state()
+        out = np.zeros(4)
+        await comm.allreduce(np.ones(4), out)
+        await comm.allreduce(np.ones(4), out, algorithm="ring")
+        await comm.allreduce(np.ones(4), out, nodes=[0, 0, 1, 1, 1, 2])
+        await comm.barrier(n=3)
+        await comm.bcast(out, 0, algorithm="knomial", k=3)
+        assert (out == comm.size).all()
+        return state.trace[-5:]
+
+    traces = aiorma.run(main, nprocs=6)
+    assert traces[0] == [
+        "allreduce:recursive_doubling",
+        "allreduce:ring",
+        "allreduce:hierarchical",
+        "barrier:nway3",
+        "bcast:knomial",
+    ]
+    assert all(t == traces[0] for t in traces)
+
+
+@pytest.mark.timeout(60)
+def test_failed_collective_breaks_only_later_collectives() -> None:
+    """An error inside a running collective fails its Request and every later one of that Comm
+    (the ranks' message counts no longer match); it never hangs."""
+
+    async def main(comm: aiorma.Comm) -> tuple[str, str]:
+        state = comm._collectives_state()
+
+        async def boom() -> None:
+            raise ValueError("inside the collective")
+
+        failed = state.submit(boom, "boom")
+        later = comm.barrier()
+        errors = []
+        for request in (failed, later):
+            try:
+                await request
+            except Exception as exc:
+                errors.append(type(exc).__name__)
+        return errors[0], errors[1]
+
+    assert aiorma.run(main, nprocs=1) == [("ValueError", "CollectiveStreamBroken")]
+
+
+def test_not_started_comm_refuses_collectives() -> None:
+    from aiorma.transport.local import LocalNetwork
+
+    async def main() -> None:
+        comm = aiorma.Comm(LocalNetwork(1).endpoints[0])
+        with pytest.raises(aiorma.RmaUsageError):
+            comm.barrier()
+        with pytest.raises(aiorma.RmaUsageError):
+            comm.bcast(np.zeros(1), 0)
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------- pure logic
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_nway_dissemination_reaches_everyone_in_ceil_log_rounds(n: int) -> None:
+    """Seed 003: ceil(log_{n+1} P) rounds, and after them every rank has heard (transitively)
+    from every other one."""
+    for size in range(1, 80):
+        rounds = nway_distances(size, n)
+        expected = 0 if size == 1 else math.ceil(math.log(size) / math.log(n + 1) - 1e-9)
+        assert len(rounds) == expected == nway_rounds(size, n), (size, n)
+        heard = [{p} for p in range(size)]
+        for distances in rounds:
+            assert all(0 < d < size for d in distances) and len(set(distances)) == len(distances)
+            heard = [heard[p].union(*(heard[(p - d) % size] for d in distances)) for p in range(size)]
+        assert all(len(h) == size for h in heard), (size, n)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_knomial_tree_spans_every_index_once(k: int) -> None:
+    for size in range(1, 70):
+        reached = {0}
+        frontier = [0]
+        while frontier:
+            nxt = []
+            for v in frontier:
+                for c in knomial_children(v, size, k):
+                    assert knomial_parent(c, k) == v and c not in reached
+                    reached.add(c)
+                    nxt.append(c)
+            frontier = nxt
+        assert reached == set(range(size))
+
+
+def test_binomial_subtrees_are_contiguous_blocks() -> None:
+    for size in range(1, 70):
+        for v in range(size):
+            block = {v}
+            for c in knomial_children(v, size, 2):
+                block |= set(range(c, c + binomial_subtree(c, size)))
+            assert block == set(range(v, v + binomial_subtree(v, size))), (size, v)
+
+
+def test_split_and_node_groups() -> None:
+    assert split(10, 4) == ([0, 3, 6, 8], [3, 3, 2, 2])
+    assert split(2, 4) == ([0, 1, 2, 2], [1, 1, 0, 0])
+    assert node_groups(["a", "b", "a", "c", "b"]) == [[0, 2], [1, 4], [3]]
+
+
+def test_check_tree_refuses_bad_trees() -> None:
+    assert check_tree({0: [1, 2], 2: [3]}, 0, 4) == {0: [1, 2], 1: [], 2: [3], 3: []}
+    bad: list[tuple[Any, type[Exception]]] = [
+        ({0: [1]}, aiorma.RmaUsageError),  # rank 2 unreached
+        ({0: [1, 2], 1: [2]}, aiorma.RmaUsageError),  # reached twice
+        ({0: [1, 2], 2: [0]}, aiorma.RmaUsageError),  # the root as a child
+        ({0: [1, 2, 3]}, aiorma.RmaRangeError),  # rank 3 outside a Comm of 3
+        ({0: ["1", 2]}, aiorma.RmaUsageError),
+        ([0, 1, 2], aiorma.RmaUsageError),
+    ]
+    for tree, error in bad:
+        with pytest.raises(error):
+            check_tree(tree, 0, 3)
+
+
+def test_model_picks_n_and_algorithms_deterministically() -> None:
+    for size in (2, 3, 8, 27, 100, 1024):
+        n = best_nway(DEFAULT_MPI, size)
+        assert barrier_nway(DEFAULT_MPI, size, n) <= min(
+            barrier_nway(DEFAULT_MPI, size, m) for m in range(1, 9)
+        )
+    # when sends are nearly free, sending to many peers at once pays: fewer, wider rounds
+    cheap_sends = LogGP(L=50e-6, o=0.1e-6, g=0.1e-6, G=1e-9)
+    assert best_nway(cheap_sends, 64) > 1
+    assert select.allreduce(DEFAULT_MPI, 8, 8, aiorma.SUM, None) == "recursive_doubling"
+    assert select.allreduce(DEFAULT_MPI, 8, 4 << 20, aiorma.SUM, None) == "ring"
+    assert select.allreduce(DEFAULT_MPI, 8, 4 << 20, aiorma.REPLACE, None) == "recursive_doubling"
+    assert select.allreduce(DEFAULT_MPI, 8, 8, aiorma.SUM, [[0, 1], [2, 3, 4, 5, 6, 7]]) == "hierarchical"
+    assert select.allreduce(DEFAULT_MPI, 8, 8, aiorma.SUM, [list(range(8))]) == "recursive_doubling"
+
+
+def test_landing_config_sizes() -> None:
+    assert LandingConfig().resolve(8) == (512 << 10, 4)
+    assert LandingConfig().resolve(2) == (1 << 20, 4)
+    assert LandingConfig().resolve(4096) == (4 << 10, 4)
+    assert LandingConfig(slot_bytes=64, slots_per_peer=1).resolve(3) == (64, 1)
+    with pytest.raises(ValueError):
+        LandingConfig(slot_bytes=100).resolve(2)
+
+
+def test_runner_runs_in_order_and_steps_inside_submit() -> None:
+    async def main() -> list[str]:
+        runner = SerialRunner(asyncio.get_running_loop())
+        log: list[str] = []
+        gate = asyncio.get_running_loop().create_future()
+
+        async def first() -> int:
+            log.append("first:start")
+            await gate
+            log.append("first:end")
+            return 1
+
+        async def second() -> int:
+            log.append("second:start")
+            await asyncio.sleep(0)
+            return 2
+
+        one = runner.submit(first)
+        assert log == ["first:start"]  # ran inside submit
+        two = runner.submit(second)
+        assert log == ["first:start"]  # waits for the first
+        gate.set_result(None)
+        assert await one == 1 and await two == 2
+        assert runner.idle
+        return log
+
+    assert asyncio.run(main()) == ["first:start", "first:end", "second:start"]
+
+
+def test_runner_failure_fails_later_jobs() -> None:
+    async def main() -> None:
+        runner = SerialRunner(asyncio.get_running_loop())
+
+        async def bad() -> None:
+            await asyncio.sleep(0)
+            raise KeyError("x")
+
+        async def good() -> None:
+            return None
+
+        first, second = runner.submit(bad), runner.submit(good)
+        with pytest.raises(KeyError):
+            await first
+        with pytest.raises(CollectiveStreamBroken):
+            await second
+        with pytest.raises(CollectiveStreamBroken):
+            await runner.submit(good)
+
+    asyncio.run(main())
