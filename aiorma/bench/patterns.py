@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -36,6 +35,7 @@ import numpy as np
 
 import aiorma
 
+from ._launch import find_mpiexec
 from ._patterns_experiments import (
     BLOCKING,
     DELAY,
@@ -128,12 +128,6 @@ async def rank_main(
 # --------------------------------------------------------------------------- launching
 
 
-def find_mpiexec() -> str | None:
-    """The mpich wheel's ``mpiexec`` next to this interpreter, else one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    return str(beside) if beside.exists() else shutil.which("mpiexec")
-
-
 def _groups(experiments: list[Experiment], ranks: int | None) -> list[tuple[int, list[str]]]:
     if ranks is not None:
         return [(ranks, [e.name for e in experiments])]
@@ -168,8 +162,6 @@ def _run_local(nprocs: int, names: list[str], args: argparse.Namespace) -> list[
 
 def _run_mpi(nprocs: int, names: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     mpiexec = find_mpiexec()
-    if mpiexec is None:
-        raise SystemExit("no mpiexec found next to this Python or on PATH (install the mpich wheel)")
     root = Path(aiorma.__file__).resolve().parent.parent
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)

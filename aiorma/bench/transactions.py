@@ -27,17 +27,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ._launch import find_mpiexec
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
 MODES = ("blocking", "nonblocking", "nonblocking+aaar")
-
-
-def mpiexec() -> str:
-    """The ``mpiexec`` installed beside this interpreter (the mpich wheel's)."""
-    path = Path(sys.executable).parent / "mpiexec"
-    if not path.exists():
-        raise SystemExit(f"no mpiexec beside {sys.executable}; install the mpich wheel (pip install mpich)")
-    return str(path)
 
 
 def machine() -> dict[str, Any]:
@@ -73,7 +67,7 @@ def run_example(script: str, ranks: int, args: list[str], timeout: float) -> dic
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [mpiexec(), "-n", str(ranks), sys.executable, str(path), *args, "--json", str(out)]
+        cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(path), *args, "--json", str(out)]
         print(f"$ {shlex.join(cmd)}", file=sys.stderr, flush=True)
         with subprocess.Popen(
             cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
