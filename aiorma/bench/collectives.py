@@ -18,10 +18,8 @@ library (at least 3, at most 300), decided on rank 0 from a warm-up and broadcas
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -32,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ._example_runs import machine
 from ._launch import find_mpiexec, under_mpiexec
 
 COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall")
@@ -200,22 +199,6 @@ def _launch(ranks: int, args: argparse.Namespace) -> list[dict[str, Any]]:
         return json.loads(out.read_text())
 
 
-def _machine() -> dict[str, Any]:
-    try:
-        from importlib.metadata import version
-
-        mpich = version("mpich")
-    except Exception:
-        mpich = "unknown"
-    return {
-        "nproc": os.cpu_count(),
-        "python": platform.python_version(),
-        "mpich": mpich,
-        "platform": platform.platform(),
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-    }
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one line per (collective, size), a column pair per rank count."""
     ranks = sorted({r["ranks"] for r in rows})
@@ -341,7 +324,7 @@ def main(argv: list[str]) -> int:
     for ranks in args.rank_counts:
         rows += _launch(ranks, args)
     result = {
-        "machine": _machine(),
+        "machine": machine(),
         "command": "python -m aiorma.bench collectives " + " ".join(argv),
         "rows": rows,
     }

@@ -11,13 +11,11 @@ residual.  Exit status 1 if a residual exceeds 1e-12 or the variants disagree.
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from .transactions import machine, run_example
+from ._example_runs import rank_counts, run_example, write_document
 
 RESIDUAL_BOUND = 1e-12
 
@@ -79,12 +77,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", metavar="PATH", help="write every result, ratios and the machine")
     parser.add_argument("--plot", metavar="DIR", type=Path, help="write DIR/lu_times.png")
     args = parser.parse_args(argv)
-    try:
-        counts = [int(r) for r in args.ranks.split(",") if r.strip()]
-    except ValueError:
-        parser.error(f"--ranks takes comma-separated integers, not {args.ranks!r}")
-    if not counts or min(counts) < 1:
-        parser.error("--ranks needs positive rank counts")
+    counts = rank_counts(parser, args.ranks)
     example_args = ["--n", str(args.n), "--nb", str(args.nb), "--repeats", str(args.repeats)]
     results = {r: run_example("lu_solver.py", r, example_args, args.timeout) for r in counts}
 
@@ -98,16 +91,7 @@ def main(argv: list[str]) -> int:
     residual = max(s["residual"] for s in results.values())
     print(f"scaled residual {residual:.2e} ({'ok' if ok else 'FAILED'}: bound {RESIDUAL_BOUND:g})")
 
-    document = {
-        "benchmark": "lu",
-        "command": shlex.join(["python", "-m", "aiorma.bench", "lu", *argv]),
-        "machine": machine(),
-        "results": {str(r): s for r, s in results.items()},
-        "ratios": {str(r): ratios(s) for r, s in results.items()},
-        "verified": ok,
-    }
-    if args.json:
-        Path(args.json).write_text(json.dumps(document, indent=2))
+    write_document("lu", argv, results, ratios, ok, args.json)
     if args.plot:
         print(f"plot: {plot(results, args.plot, args.n)}")
     return 0 if ok else 1

@@ -14,74 +14,13 @@ benchmarks (``lu``).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import shlex
-import signal
-import subprocess
 import sys
-import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ._launch import find_mpiexec
+from ._example_runs import rank_counts, run_example, write_document
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO_ROOT / "examples"
 MODES = ("blocking", "nonblocking", "nonblocking+aaar")
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on (no MPI initialisation in this process)."""
-
-    def version(package: str) -> str | None:
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "nproc": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "mpich": version("mpich"),
-        "mpi4py": version("mpi4py"),
-        "numpy": version("numpy"),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
-
-
-def run_example(script: str, ranks: int, args: list[str], timeout: float) -> dict[str, Any]:
-    """Run ``examples/<script>`` on ``ranks`` processes with ``--json``; return what it wrote.
-
-    The example's table goes to our stdout, its progress lines straight to our stderr.  On a
-    timeout the whole job (mpiexec and every rank) is killed.  Raises SystemExit on failure.
-    """
-    path = EXAMPLES / script
-    if not path.exists():
-        raise SystemExit(f"{path} not found: run the benchmark from a source checkout")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(path), *args, "--json", str(out)]
-        print(f"$ {shlex.join(cmd)}", file=sys.stderr, flush=True)
-        with subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
-        ) as proc:
-            try:
-                stdout, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                raise SystemExit(f"{script} on {ranks} ranks timed out after {timeout} s") from None
-        print(stdout, end="", flush=True)
-        if not out.exists():
-            raise SystemExit(f"{script} on {ranks} ranks failed (exit {proc.returncode}); no result")
-        return json.loads(out.read_text())
 
 
 def ratios(summary: dict[str, Any]) -> dict[str, float]:
@@ -134,12 +73,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", metavar="PATH", help="write every result, ratios and the machine")
     parser.add_argument("--plot", metavar="DIR", type=Path, help="write DIR/transactions_throughput.png")
     args = parser.parse_args(argv)
-    try:
-        counts = [int(r) for r in args.ranks.split(",") if r.strip()]
-    except ValueError:
-        parser.error(f"--ranks takes comma-separated integers, not {args.ranks!r}")
-    if not counts or min(counts) < 1:
-        parser.error("--ranks needs positive rank counts")
+    counts = rank_counts(parser, args.ranks)
     example_args = [
         *("--transactions", str(args.transactions), "--inflight", str(args.inflight)),
         *("--repeats", str(args.repeats), "--modes", args.modes),
@@ -154,16 +88,7 @@ def main(argv: list[str]) -> int:
     verified = all(row["verified"] for s in results.values() for row in s["modes"].values())
     print("no lost update in any run" if verified else "LOST UPDATES: see the tables above")
 
-    document = {
-        "benchmark": "transactions",
-        "command": shlex.join(["python", "-m", "aiorma.bench", "transactions", *argv]),
-        "machine": machine(),
-        "results": {str(n): s for n, s in results.items()},
-        "ratios": {str(n): ratios(s) for n, s in results.items()},
-        "verified": verified,
-    }
-    if args.json:
-        Path(args.json).write_text(json.dumps(document, indent=2))
+    write_document("transactions", argv, results, ratios, verified, args.json)
     if args.plot:
         print(f"plot: {plot(results, args.plot)}")
     return 0 if verified else 1
