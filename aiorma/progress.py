@@ -22,8 +22,9 @@ from .transport.base import Endpoint
 
 _SPIN_POLLS = 4  # measured: 16 cost ~30 % of transaction throughput on 2 cores (CPU-bound)
 _IDLE_SLEEP = 1e-3  # asyncio cannot sleep shorter than the selector's 1 ms resolution anyway
-# A parked rank still polls this often, as a guard: MPI progress that rings no doorbell (none is
-# known on one node, where RMA is passive) is then late by at most this much.
+# A parked rank still polls this often, as a guard against MPI progress that rings no doorbell.
+# None is known to be needed: RMA into allocated windows is passive on one node, and a rank with
+# a Win.Create window never parks (MpiEndpoint.idle_fileno).
 _PARKED_POLL = 0.05
 
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()

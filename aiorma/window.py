@@ -227,21 +227,20 @@ class Window:
 
     # ------------------------------------------------------------------------ helpers
 
-    def _call(self, token: int, what: str, value: Any = None) -> Request:
+    def _call(self, token: int, what: str, value: Any = None, *, poll: bool = True) -> Request:
         future = self._driver.watch(self.win_id, token, value)
         # The call pushes its epoch as far as it can go now (DESIGN §6): execute the engine's
-        # actions, then poll once so that completions already available are seen.
-        self._driver.progress()
+        # actions, then poll once so that completions already available are seen.  RMA calls
+        # skip the poll: the next synchronization call or the poll task finds their completion,
+        # and an RMA-heavy loop does not pay a poll per call.
+        if poll:
+            self._driver.progress()
+        else:
+            self._driver.pump()
         return Request(future, self._driver.progress, what)
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
-        token = self._engine.rma(op.target, op)
-        future = self._driver.watch(self.win_id, token, value)
-        # Issue the op now (if its epoch is granted) but skip polling the transport: the next
-        # synchronization call or the poll task finds its completion, and an RMA-heavy loop
-        # does not pay a poll per call.
-        self._driver.pump()
-        return Request(future, self._driver.progress, what)
+        return self._call(self._engine.rma(op.target, op), what, value, poll=False)
 
     def _check_open(self) -> None:
         if self._engine.freeing:

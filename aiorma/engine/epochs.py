@@ -62,9 +62,6 @@ class Epoch:
     def has_ops(self) -> bool:
         return any(t.op_count for t in self.access.values())
 
-    def unfinished_ops(self) -> list[RecordedOp]:
-        return [op for t in self.access.values() for op in t.unfinished]
-
 
 @attrs.define
 class PeerTrait:

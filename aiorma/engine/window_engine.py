@@ -533,8 +533,7 @@ class WindowEngine:
                 opened = self.peers[access.rank].fence_opened
                 if access.rank == self.rank or opened >= epoch.fence_ordinal:
                     self._grant(epoch, access)
-            if not self._token_done(epoch.open_token):
-                self._complete_token(epoch.open_token)
+            self._complete_token(epoch.open_token)
         self._check_open_token(epoch)
         self._advance(epoch)
 
@@ -560,8 +559,8 @@ class WindowEngine:
     def _check_open_token(self, epoch: Epoch) -> None:
         if epoch.kind is EpochKind.POST or epoch.kind is EpochKind.FENCE:
             return
-        if all(a.granted for a in epoch.access.values()) and not self._token_done(epoch.open_token):
-            self._complete_token(epoch.open_token)
+        if all(a.granted for a in epoch.access.values()):
+            self._complete_token(epoch.open_token)  # no-op once finished
 
     # ------------------------------------------------------------ epoch life: completion
 
@@ -613,9 +612,7 @@ class WindowEngine:
 
     def _complete_epoch(self, epoch: Epoch) -> None:
         epoch.state = EpochState.COMPLETED
-        self._live.remove(epoch)
-        for op in epoch.unfinished_ops():
-            self._ops.pop(op.token, None)
+        self._live.remove(epoch)  # its ops left self._ops when they completed
         self._record("complete", epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
@@ -734,9 +731,6 @@ class WindowEngine:
         self._next_token += 1
         self._pending_tokens.add(token)
         return token
-
-    def _token_done(self, token: int) -> bool:
-        return token not in self._pending_tokens
 
     def _complete_token(self, token: int, error: BaseException | None = None) -> None:
         if token in self._pending_tokens:
