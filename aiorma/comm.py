@@ -9,6 +9,7 @@ import numpy as np
 from .collectives.api import Collectives
 from .constants import MODE_NOSUCCEED, Op
 from .engine.actions import EpochEvent
+from .engine.control import ControlLayout
 from .engine.window_engine import WindowEngine
 from .errors import RmaTypeError, RmaUsageError
 from .info import Info, as_info
@@ -27,7 +28,7 @@ class Comm:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
-        self._driver = ProgressDriver(endpoint)
+        self._driver = ProgressDriver(endpoint, getattr(endpoint, "ranks_on_node", 1))
         self.rank = endpoint.rank
         self.size = endpoint.size
         self._next_win_id = 1
@@ -59,7 +60,14 @@ class Comm:
         return await self._create(None, int(count), np.dtype(dtype), as_info(info))
 
     async def _create(
-        self, buf: np.ndarray | None, count: int, dtype: np.dtype, info: Info, *, win_id: int | None = None
+        self,
+        buf: np.ndarray | None,
+        count: int,
+        dtype: np.dtype,
+        info: Info,
+        *,
+        win_id: int | None = None,
+        notify: bool = False,
     ) -> Window:
         if win_id is None:  # internal windows (the collectives' landing windows) bring their own id
             win_id = self._next_win_id
@@ -67,20 +75,21 @@ class Comm:
         # The engine exists before the collective finishes: a faster peer may already send
         # packets for this window, and they must not be dropped as stale.
         observer = self.observer
+        # The control region exists on every rank before any engine acts: window creation is
+        # collective and zeroes it, so a faster peer's writes cannot be lost.
+        words = ControlLayout(self.size).words
+        layout = await self._endpoint.create_window(win_id, buf, count, dtype, words, notify=notify)
         engine = WindowEngine(
             win_id,
             self.rank,
             self.size,
             info,
+            control=layout.control,
             history=self.history,
             observer=(lambda event: observer(win_id, event)) if observer is not None else None,
         )
         self._driver.add_engine(engine)
-        try:
-            layout = await self._endpoint.create_window(win_id, buf, count, dtype)
-        except BaseException:
-            self._driver.remove_engine(win_id)
-            raise
+        engine.control_changed()  # a faster peer may have written already
         return Window(self, engine, layout.memory, layout.counts)
 
     # ------------------------------------------------------------------ collectives

@@ -23,48 +23,75 @@ class Request:
     Request can be awaited again.
     """
 
-    __slots__ = ("_future", "_progress", "description")
+    __slots__ = ("_error", "_future", "_progress", "_value", "description")
 
     def __init__(
         self,
-        future: asyncio.Future[Any],
+        future: asyncio.Future[Any] | None,
         progress: Callable[[], None] | None = None,
         description: str = "",
     ) -> None:
         self._future = future
         self._progress = progress
+        self._value: Any = None
+        self._error: BaseException | None = None
         self.description = description
+
+    @classmethod
+    def finished(
+        cls, value: Any = None, error: BaseException | None = None, description: str = ""
+    ) -> Request:
+        """A Request for an operation that completed inside its call: no future, no event loop."""
+        request = cls(None, None, description)
+        request._value = value
+        request._error = error
+        return request
 
     def done(self) -> bool:
         """True once the operation completed (successfully or not).  Does not drive progress."""
-        return self._future.done()
+        return self._future is None or self._future.done()
 
     def test(self) -> bool:
         """Drive progress once, then report :meth:`done`."""
-        if not self._future.done() and self._progress is not None:
+        future = self._future
+        if future is None:
+            return True
+        if not future.done() and self._progress is not None:
             self._progress()
-        return self._future.done()
+        return future.done()
 
     def result(self) -> Any:
-        return self._future.result()
+        if self._future is not None:
+            return self._future.result()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
     def exception(self) -> BaseException | None:
-        return self._future.exception()
+        return self._future.exception() if self._future is not None else self._error
 
     def add_done_callback(self, callback: Callable[[Request], None]) -> None:
-        self._future.add_done_callback(lambda _f: callback(self))
+        if self._future is None:
+            asyncio.get_running_loop().call_soon(callback, self)
+        else:
+            self._future.add_done_callback(lambda _f: callback(self))
 
     def __await__(self) -> Generator[Any, None, Any]:
+        future = self._future
+        if future is None:
+            if self._error is not None:
+                raise self._error
+            return self._value
+        if future.done():
+            return future.result()
         # shield: a cancelled waiter must not cancel the shared completion future.
-        return asyncio.shield(self._future).__await__()
+        return (yield from asyncio.shield(future).__await__())
 
     def __repr__(self) -> str:
-        state = "done" if self._future.done() else "pending"
+        state = "done" if self.done() else "pending"
         return f"<Request {self.description} {state}>"
 
 
 def completed_request(value: Any = None, description: str = "") -> Request:
     """A Request that is already finished (for calls with nothing left to wait for)."""
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    future.set_result(value)
-    return Request(future, None, description)
+    return Request.finished(value, None, description)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from . import trace as _trace
 from .comm import Comm
-from .transport.local import LocalNetwork, OpDelay, PacketDelay
+from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
 T = TypeVar("T")
 Main = Callable[..., Awaitable[T]]
@@ -22,7 +22,7 @@ def run(
     *args: Any,
     nprocs: int | None = None,
     transport: str | None = None,
-    packet_delay: PacketDelay | None = None,
+    notice_delay: NoticeDelay | None = None,
     op_delay: OpDelay | None = None,
 ) -> Any:
     """Run ``main(comm, *args)`` on every rank and return its value.
@@ -32,16 +32,16 @@ def run(
       prints its traceback and aborts the whole job, so no rank waits forever for a dead peer.
     * ``transport="local"`` (the default with ``nprocs``): ``nprocs`` ranks as tasks of one event
       loop in this process.  Returns the list of values, one per rank.  If a rank raises, the
-      others are cancelled and the first exception propagates.  ``packet_delay`` and ``op_delay``
+      others are cancelled and the first exception propagates.  ``notice_delay`` and ``op_delay``
       inject delays (see :mod:`aiorma.transport.local`).
     """
     if transport is None:
         transport = "local" if nprocs is not None else "mpi"
     if transport == "local":
-        network = LocalNetwork(nprocs or 1, packet_delay=packet_delay, op_delay=op_delay)
+        network = LocalNetwork(nprocs or 1, notice_delay=notice_delay, op_delay=op_delay)
         return asyncio.run(run_ranks(main, args, network))
     if transport == "mpi":
-        if packet_delay is not None or op_delay is not None:
+        if notice_delay is not None or op_delay is not None:
             raise ValueError("delay injection is a feature of the local transport")
         return _run_mpi(main, args, nprocs)
     raise ValueError(f"unknown transport {transport!r}; use 'local' or 'mpi'")

@@ -227,20 +227,17 @@ class Window:
 
     # ------------------------------------------------------------------------ helpers
 
-    def _call(self, token: int, what: str, value: Any = None, *, poll: bool = True) -> Request:
-        future = self._driver.watch(self.win_id, token, value)
-        # The call pushes its epoch as far as it can go now (DESIGN §6): execute the engine's
-        # actions, then poll once so that completions already available are seen.  RMA calls
-        # skip the poll: the next synchronization call or the poll task finds their completion,
-        # and an RMA-heavy loop does not pay a poll per call.
-        if poll:
-            self._driver.progress()
-        else:
-            self._driver.pump()
-        return Request(future, self._driver.progress, what)
+    def _call(self, token: int, what: str, value: Any = None) -> Request:
+        # The call pushes its epoch as far as it can go now (DESIGN §6): the driver executes the
+        # engine's actions at once (a lock's first atomic, a grant, a "done"); a Request that
+        # finished inside the call is returned finished.
+        request = self._driver.request(self.win_id, token, what, value)
+        if not request.done():
+            self._driver.waiter.wake()  # something to wait for: poll on the fast path
+        return request
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
-        return self._call(self._engine.rma(op.target, op), what, value, poll=False)
+        return self._call(self._engine.rma(op.target, op), what, value)
 
     def _check_open(self) -> None:
         if self._engine.freeing:

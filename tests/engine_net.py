@@ -1,9 +1,11 @@
 """A few WindowEngines wired together in memory, with no event loop (as h11's tests/helpers.py).
 
-Control packets wait in one FIFO queue per (src, dst) pair until delivered.  RMA operations are not
-applied (payloads may be plain strings): an IssueRma is recorded and, unless its rank is ``manual``,
-completed at once; a FlushTarget is answered at once the same way.  CompleteRequest actions are
-collected per rank.
+Each engine gets its own control region (a numpy array).  Control writes wait in one FIFO queue
+per (src, dst) pair until delivered: delivery applies them to the destination's array and tells
+its engine ``control_changed()``.  Control fetches (the lock atomics) are applied at once and
+answered at once.  RMA operations are not applied (payloads may be plain strings): an IssueRma is
+recorded; a FlushTarget is answered at once unless its rank is ``manual``.  CompleteRequest
+actions are collected per rank.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from aiorma.engine.actions import CompleteRequest, FlushTarget, IssueRma, SendControl
-from aiorma.engine.packets import ControlPacket
+from aiorma.engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
+from aiorma.engine.control import AtomicOp, ControlLayout, Word
 from aiorma.engine.window_engine import WindowEngine
 from aiorma.info import Info
 
@@ -25,13 +27,15 @@ LIFETIME = ("open", "close", "activate", "complete")
 class EngineNet:
     def __init__(self, size: int, info: Info | None = None) -> None:
         self.size = size
+        self.layout = ControlLayout(size)
         self.engines = [WindowEngine(WIN_ID, r, size, info, history=True) for r in range(size)]
-        self.queues: dict[tuple[int, int], deque[ControlPacket]] = {
+        self.queues: dict[tuple[int, int], deque[ControlWrite]] = {
             (s, d): deque() for s in range(size) for d in range(size)
         }
         self.held: set[tuple[int, int]] = set()
-        self.manual: set[int] = set()  # ranks whose IssueRma / FlushTarget are left to the test
-        self.sent: list[tuple[int, int, ControlPacket]] = []
+        self.manual: set[int] = set()  # ranks whose FlushTargets are left to the test
+        self.sent: list[tuple[int, int, ControlWrite]] = []
+        self.fetches: list[tuple[int, ControlFetch]] = []
         self.issued: list[list[IssueRma]] = [[] for _ in range(size)]
         self.flush_requests: list[list[FlushTarget]] = [[] for _ in range(size)]
         self.completed: list[set[int]] = [set() for _ in range(size)]
@@ -57,9 +61,23 @@ class EngineNet:
         for s, d in pairs:
             queue = self.queues[(s, d)]
             while queue:
-                self.engines[d].receive(s, queue.popleft())
+                write = queue.popleft()
+                control = self.engines[d].control
+                if write.op is AtomicOp.SUM:
+                    control[write.index] += write.value
+                else:
+                    control[write.index] = max(int(control[write.index]), write.value)
+                self.engines[d].control_changed()
                 count += 1
         return count
+
+    def notice(self, src: int, word: Word, value: int) -> ControlWrite:
+        """The control write by which ``src`` raises its slot of ``word`` to ``value``."""
+        return ControlWrite(0, self.layout.index(word, src), AtomicOp.MAX, value)
+
+    def notices(self, src: int, dst: int) -> list[tuple[Word | None, int]]:
+        """The writes queued from ``src`` to ``dst``, as (word, value)."""
+        return [(self.layout.word_of(w.index)[0], w.value) for w in self.queues[(src, dst)]]
 
     def step(self) -> int:
         """Drain every engine once and carry out the actions; returns how many there were."""
@@ -71,13 +89,24 @@ class EngineNet:
         return count
 
     def _execute(self, rank: int, engine: WindowEngine, action: Any) -> None:
-        if isinstance(action, SendControl):
-            self.queues[(rank, action.dest)].append(action.packet)
-            self.sent.append((rank, action.dest, action.packet))
+        if isinstance(action, ControlWrite):
+            self.queues[(rank, action.dest)].append(action)
+            self.sent.append((rank, action.dest, action))
+        elif isinstance(action, ControlFetch):
+            self.fetches.append((rank, action))
+            control = self.engines[action.dest].control
+            old = int(control[action.index])
+            if action.op is AtomicOp.SUM:
+                control[action.index] = old + action.value
+            elif action.op is AtomicOp.REPLACE:
+                control[action.index] = action.value
+            elif action.op is AtomicOp.CAS and old == action.compare:
+                control[action.index] = action.value
+            if action.op is not AtomicOp.NO_OP and action.dest != rank:
+                self.engines[action.dest].control_changed()
+            engine.fetched(action.token, old)
         elif isinstance(action, IssueRma):
             self.issued[rank].append(action)
-            if rank not in self.manual:
-                engine.op_completed(action.token)
         elif isinstance(action, FlushTarget):
             self.flush_requests[rank].append(action)
             if rank not in self.manual:
@@ -111,7 +140,7 @@ def snapshot(engine: WindowEngine) -> dict[str, Any]:
 
     def access(epoch: Any) -> tuple[Any, ...]:
         return tuple(
-            (r, a.ordinal, a.granted, a.op_count, len(a.unfinished), len(a.queued), a.closed_out)
+            (r, a.ordinal, a.granted, a.op_count, a.last_seq, len(a.queued), a.closed_out)
             for r, a in sorted(epoch.access.items())
         )
 
@@ -122,7 +151,8 @@ def snapshot(engine: WindowEngine) -> dict[str, Any]:
         ],
         "open": [e.id for e in engine.open_epochs()],
         "peers": [attrs.astuple(p) for p in engine.peers],
-        "locks": (sorted(engine.locks.holders.items()), list(engine.locks.waiting)),
+        "control": engine.control.tolist(),
+        "locks": sorted((t, lock.head, lock.hold) for t, lock in engine._locks.items()),
         "freeing": engine.freeing,
         "failure": engine.failure,
         "history": list(engine.history or ()),

@@ -13,7 +13,8 @@ import pytest
 
 import aiorma
 from aiorma import EngineFailure, Info, RmaUsageError
-from aiorma.engine.packets import ControlPacket, PacketKind
+from aiorma.engine.control import Word
+from aiorma.transport.local import Notice
 from aiorma.info import as_info
 
 # ------------------------------------------------------------------------------------ Request
@@ -23,9 +24,10 @@ def test_request_pending_then_done() -> None:
     async def main(comm: aiorma.Comm) -> Any:
         win = await comm.win_allocate(2, np.int64)
         win.memory[:] = [5, 6]
-        lock = win.lock(0)  # the grant travels through the event loop, even to oneself
+        post = win.post([0])
+        lock = win.start([0])  # the grant lands through the event loop, even from oneself
         assert lock.done() is False
-        assert repr(lock) == "<Request lock pending>"
+        assert repr(lock) == "<Request start pending>"
         with pytest.raises(asyncio.InvalidStateError):
             lock.result()
         with pytest.raises(asyncio.InvalidStateError):
@@ -36,14 +38,16 @@ def test_request_pending_then_done() -> None:
             await asyncio.sleep(0)
         assert polls >= 1
         assert (lock.done(), lock.result(), lock.exception()) == (True, None, None)
-        assert repr(lock) == "<Request lock done>"
+        assert repr(lock) == "<Request start done>"
+        assert post.done()
 
         out = np.zeros(2, np.int64)
         get = win.get(out, 0, 0)
         seen: list[aiorma.Request] = []
         get.add_done_callback(seen.append)
-        unlock = win.unlock(0)
+        unlock = win.complete()
         assert await unlock is None
+        await win.wait()
         assert get.done() is True
         assert get.result() is out  # get-like calls return their result buffer
         assert out.tolist() == [5, 6]
@@ -57,9 +61,9 @@ def test_request_pending_then_done() -> None:
 def test_request_carries_engine_failure() -> None:
     async def main(comm: aiorma.Comm) -> Any:
         win = await comm.win_allocate(2, np.int64)
-        lock = win.lock(0)
-        # a packet from a rank outside the group is an internal inconsistency
-        win.engine.receive(5, ControlPacket(PacketKind.LOCK_GRANT, win.win_id, 1))
+        lock = win.start([0])
+        # the result of an atomic nobody asked for is an internal inconsistency
+        win.engine.fetched(12345, 0)
         aiorma.progress()
         assert lock.done() is True
         error = lock.exception()
@@ -102,8 +106,8 @@ def test_awaiting_a_finished_request_does_not_yield() -> None:
     aiorma.run(main, nprocs=1)
 
 
-def _delay_grants(src: int, dest: int, packet: ControlPacket) -> float:
-    return 0.25 if packet.kind is PacketKind.GATS_GRANT else 0.0  # far beyond the 5 ms timeouts
+def _delay_grants(src: int, dest: int, notice: Notice) -> float:
+    return 0.25 if notice.word is Word.GRANT else 0.0  # far beyond the 5 ms timeouts
 
 
 def test_cancelled_waiter_does_not_cancel_the_operation() -> None:
@@ -143,7 +147,7 @@ def test_cancelled_waiter_does_not_cancel_the_operation() -> None:
         await win.free()
         return memory
 
-    assert aiorma.run(main, nprocs=2, packet_delay=_delay_grants) == [[0, 0, 0, 0], [0, 7, 7, 0]]
+    assert aiorma.run(main, nprocs=2, notice_delay=_delay_grants) == [[0, 0, 0, 0], [0, 7, 7, 0]]
 
 
 # --------------------------------------------------------------------------------------- Info

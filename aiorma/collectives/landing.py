@@ -57,7 +57,7 @@ from ..constants import MODE_NOCHECK, Op
 from ..info import Info
 from ..window import Window
 from .reduce_ops import reduce_into
-from .watcher import FlagWatcher, poke_all, spin_for
+from .watcher import FlagWatcher, poke_all
 
 if TYPE_CHECKING:
     from ..comm import Comm
@@ -142,11 +142,9 @@ class Landing:
         self._data = _LongEpoch(data)
         self._flag_mem = flags.memory
         self._data_mem = data.memory
-        driver = comm._driver
-        self.polling = comm._endpoint.wants_polling()
-        self.watcher = FlagWatcher(
-            flags.memory, driver.progress, polling=self.polling, spin_seconds=spin_for(size)
-        )
+        self._progress = comm._driver.progress
+        self.polling = comm._endpoint.polled
+        self.watcher = FlagWatcher(flags.memory, comm._driver.waiter)
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -167,7 +165,9 @@ class Landing:
     async def open(cls, comm: Comm, config: LandingConfig | None = None) -> Landing:
         """Collective: create both landing windows and open their epochs."""
         slot_bytes, slots = (config or DEFAULT_CONFIG).resolve(comm.size)
-        flags = await comm._create(None, 3 * comm.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID)
+        flags = await comm._create(
+            None, 3 * comm.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID, notify=True
+        )
         data_count = comm.size * slots * slot_bytes
         data = await comm._create(None, data_count, np.dtype(np.uint8), Info(), win_id=DATA_WIN_ID)
         landing = cls(comm, flags, data, slot_bytes, slots)
@@ -183,7 +183,7 @@ class Landing:
 
     def progress(self) -> None:
         """Drive the transport once and re-check the flags (``Request.test`` of a collective)."""
-        self.watcher._progress()
+        self._progress()
         self.watcher.check()
 
     # ------------------------------------------------------------------ signals
@@ -293,7 +293,7 @@ class Landing:
                 if self.polling and not flushed.done():
                     # A polled transport carries the flush out at its next poll: do that poll now
                     # rather than a turn of the event loop later.
-                    self.watcher._progress()
+                    self._progress()
                 await flushed
                 sent += batch
                 self._raise_flag(dst, self.DATA + self.rank, first + sent)

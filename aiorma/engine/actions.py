@@ -6,21 +6,43 @@ from typing import Any
 
 import attrs
 
-from .packets import ControlPacket
+from .control import AtomicOp
 from .rules import EpochKind
 
 
 @attrs.frozen
-class SendControl:
+class ControlWrite:
+    """Update word ``index`` of ``dest``'s control region with ``op`` (MAX or SUM), one-sidedly.
+
+    The driver carries it out after every action queued before it; it needs no result.  A write
+    that follows a ``FlushTarget`` of the same engine reaches ``dest`` only after that flush's
+    data (the engine emits it after the ``flushed`` event): data before flag.
+    """
+
     dest: int
-    packet: ControlPacket
+    index: int
+    op: AtomicOp
+    value: int
+
+
+@attrs.frozen
+class ControlFetch:
+    """Atomically apply ``op`` to word ``index`` at ``dest`` and report the old value through
+    :meth:`WindowEngine.fetched` with ``token`` (lock words: swap, compare-and-swap, sum)."""
+
+    token: int
+    dest: int
+    index: int
+    op: AtomicOp
+    value: int = 0
+    compare: int = 0
 
 
 @attrs.frozen
 class IssueRma:
     token: int
     target: int
-    payload: Any  # the driver's operation description (aiorma.transport.base.RmaOp)
+    payload: Any  # the driver's operation description (aiorma.engine.ops.RmaOp)
 
 
 @attrs.frozen
@@ -37,7 +59,7 @@ class CompleteRequest:
     error: BaseException | None = None
 
 
-Action = SendControl | IssueRma | FlushTarget | CompleteRequest
+Action = ControlWrite | ControlFetch | IssueRma | FlushTarget | CompleteRequest
 
 
 @attrs.frozen

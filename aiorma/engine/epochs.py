@@ -7,18 +7,8 @@ from typing import Any
 import attrs
 
 from ..constants import LockType
+from .lock_protocol import QueueLock
 from .rules import ACCESS_KINDS, EpochKind, EpochState
-
-
-@attrs.define(eq=False)
-class RecordedOp:
-    """An RMA call.  Recorded until its target grants access, then issued."""
-
-    token: int
-    target: int
-    payload: Any
-    seq: int = 0  # per-target issue sequence number; 0 = not issued yet
-    locally_complete: bool = False
 
 
 @attrs.define(eq=False)
@@ -28,12 +18,15 @@ class AccessTarget:
     rank: int
     ordinal: int = 0  # this access's number towards `rank` (0 until activation)
     granted: bool = False
-    queued: list[RecordedOp] = attrs.field(factory=list)  # recorded, waiting for the grant
-    # Ops of the epoch to this target not yet known to be remotely complete, in call order.  Kept
-    # short by pruning, so a lock_all epoch that lives for the whole program costs O(1) per op.
-    unfinished: list[RecordedOp] = attrs.field(factory=list)
+    # RMA calls recorded while the epoch is deferred or not yet granted: (token, payload), in
+    # call order; replayed at the grant.
+    queued: list[tuple[int, Any]] = attrs.field(factory=list)
     op_count: int = 0  # RMA calls made in this epoch towards this target
-    closed_out: bool = False  # done/release sent
+    # Issue sequence number (per target, PeerTrait.issued_seq) of this access's last issued op:
+    # the access's RMA is remotely complete once the target's flushed watermark reaches it.
+    last_seq: int = 0
+    lock: QueueLock | None = None  # the lock request (lock/lock_all epochs without NOCHECK)
+    closed_out: bool = False  # done sent / lock released
 
 
 @attrs.define(eq=False)
@@ -76,7 +69,6 @@ class PeerTrait:
     gats_accesses_granted: int = 0  # accesses we granted to this peer (our exposures)
     gats_done_received: int = 0  # highest access of theirs towards us that they closed
     lock_requests_sent: int = 0
-    lock_granted_id: int = 0
     fence_done_received: int = 0  # highest fence epoch this peer finished
     fence_opened: int = 0  # highest fence epoch this peer opened
     issued_seq: int = 0  # ops issued to this peer

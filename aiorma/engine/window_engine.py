@@ -1,7 +1,7 @@
 """The progress engine of one window on one process: pure logic, no I/O (sans-I/O, as h11).
 
-Application calls (``fence``, ``post``, ``rma``...) and network events (``receive``,
-``op_completed``, ``flushed``) go in; :class:`~aiorma.engine.actions.Action` objects come out of
+Application calls (``fence``, ``post``, ``rma``...) and network events (``control_changed``,
+``fetched``, ``flushed``) go in; :class:`~aiorma.engine.actions.Action` objects come out of
 :meth:`WindowEngine.drain`.  Every application call returns an integer *token*; the request it
 stands for is finished by a :class:`CompleteRequest` action carrying that token.
 
@@ -12,6 +12,12 @@ The life of an epoch (seed 001 §5.6, DESIGN §4): *open* and *close* follow the
 *activate* and *complete* are the engine's.  An epoch that cannot activate when opened is
 *deferred*: its RMA calls and its closing are recorded in it and replayed once it activates.
 Matching uses only the monotonic counters of :class:`PeerTrait` (DESIGN §5).
+
+Notifications are one-sided (seed 001 §5.7.3): a grant, a "done" or a fence notice is a
+:class:`ControlWrite` that raises a word in the *peer's* control region (:mod:`.control`), and this
+engine learns of its peers' notifications by reading its own region, which it is handed as an
+array, when told :meth:`WindowEngine.control_changed`.  Locks are taken and released with remote
+atomics on the target's lock words (:mod:`.lock_protocol`): the target's engine plays no part.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
+import numpy as np
 
 from ..constants import (
     _ALL_MODES,
@@ -31,10 +38,10 @@ from ..constants import (
 )
 from ..errors import EngineFailure, EpochError, RmaRangeError, RmaUsageError, WindowFreedError
 from ..info import Info
-from .actions import Action, CompleteRequest, EpochEvent, FlushTarget, IssueRma, SendControl
-from .epochs import AccessTarget, Epoch, PeerTrait, RecordedOp
-from .locks import LockRequest, LockTable
-from .packets import ControlPacket, PacketKind
+from .actions import Action, CompleteRequest, ControlFetch, ControlWrite, EpochEvent, FlushTarget, IssueRma
+from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
+from .epochs import AccessTarget, Epoch, PeerTrait
+from .lock_protocol import LockCounts, QueueLock
 from .rules import (
     EXTRA_CONDITION,
     MAY_OVERLAP,
@@ -49,9 +56,12 @@ from .rules import (
 
 @attrs.define(eq=False)
 class _FlushWaiter:
+    """A flush's Request: done once, for each access target, every op called before the flush
+    is remotely complete.  ``needs`` pairs an access with the issue sequence number to reach
+    (None while the access waits for its grant: its recorded ops get their numbers then)."""
+
     token: int
-    ops: list[RecordedOp]
-    local_only: bool
+    needs: list[tuple[AccessTarget, int | None]]
 
 
 class WindowEngine:
@@ -64,6 +74,7 @@ class WindowEngine:
         size: int,
         info: Info | None = None,
         *,
+        control: np.ndarray | None = None,
         history: bool = False,
         observer: Callable[[EpochEvent], None] | None = None,
     ) -> None:
@@ -72,7 +83,15 @@ class WindowEngine:
         self.size = size
         self.info = info if info is not None else Info()
         self.peers = [PeerTrait() for _ in range(size)]
-        self.locks = LockTable()
+        self.layout = ControlLayout(size)
+        #: This rank's control region (int64, ``layout.words``); peers write it, we read it.
+        self.control = control if control is not None else np.zeros(self.layout.words, np.int64)
+        # The words as the engine last acted on them: zero, as every region starts, so that words
+        # written before this engine existed are acted on by the first control_changed().
+        self._seen = np.zeros_like(self.control)
+        self._lock_counts = [LockCounts() for _ in range(size)]
+        self._locks: dict[int, QueueLock] = {}  # active lock requests, by target
+        self._fetches: dict[int, Callable[[int], None]] = {}
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
         self.history: list[EpochEvent] | None = [] if history else None
         #: Called synchronously with every EpochEvent (tracing); it must not call the engine.
@@ -91,7 +110,6 @@ class WindowEngine:
         self._next_epoch_id = 1
         self._next_token = 1
         self._pending_tokens: set[int] = set()
-        self._ops: dict[int, tuple[RecordedOp, Epoch]] = {}
         self._flush_waiters: list[_FlushWaiter] = []
         self._free_token: int | None = None
         self._actions: list[Action] = []
@@ -272,7 +290,9 @@ class WindowEngine:
     def flush(self, rank: int | None = None, *, local_only: bool = False) -> int:
         """Flush the RMA calls made so far in the open passive-target epoch(s) towards ``rank``
         (every target when ``rank`` is None).  Token: finished when they are complete at the
-        target (or only locally, with ``local_only``)."""
+        target.  ``local_only`` (flush_local) is accepted and answered the same way: remote
+        completion implies local completion, and MPI's flush is no slower than its flush_local
+        for the allocated windows aiorma uses."""
         self._check_usable()
         if rank is None:
             epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
@@ -285,12 +305,9 @@ class WindowEngine:
             if epoch is None:
                 raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
             targets = [epoch.access[rank]]
-        ops = []
-        for access in targets:
-            self._prune(access.unfinished, remote=True)  # keeps a long passive epoch's list short
-            ops.extend(access.unfinished)
         token = self._new_token()
-        self._flush_waiters.append(_FlushWaiter(token, ops, local_only))
+        needs = [(a, a.last_seq if a.granted else None) for a in targets if a.op_count]
+        self._flush_waiters.append(_FlushWaiter(token, needs))
         self._service_flush_waiters()
         return token
 
@@ -298,23 +315,22 @@ class WindowEngine:
 
     def rma(self, target: int, payload: Any) -> int:
         """Record an RMA call towards ``target`` in the most recently opened access epoch that
-        covers it (rule 3); it is issued at once if that epoch is active and granted.  Token:
-        finished at local completion."""
+        covers it (rule 3); it is issued at once (an :class:`IssueRma` action) if that epoch is
+        active and granted, else when the grant arrives.  Token: the op's identity for the
+        transport's local-completion report; the engine itself never finishes it."""
         self._check_usable()
         target = self._check_rank(target)
         epoch = self._access_epoch_for(target)
         if epoch is None:
             raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
-        token = self._new_token()
-        op = RecordedOp(token, target, payload)
-        self._ops[token] = (op, epoch)
+        token = self._next_token
+        self._next_token += 1
         access = epoch.access[target]
         access.op_count += 1
-        access.unfinished.append(op)
         if epoch.state is EpochState.ACTIVE and access.granted:
-            self._issue(op)
+            self._issue(epoch, access, token, payload)
         else:
-            access.queued.append(op)
+            access.queued.append((token, payload))
         return token
 
     def free(self) -> int:
@@ -334,63 +350,75 @@ class WindowEngine:
 
     # ------------------------------------------------------------------ network events
 
-    def receive(self, src: int, packet: ControlPacket) -> None:
-        """A control packet from ``src`` for this window."""
-        self._guarded(self._receive, src, packet)
+    def control_changed(self) -> None:
+        """Peers may have written this rank's control region: act on every word that changed."""
+        self._guarded(self._control_changed)
 
-    def op_completed(self, token: int) -> None:
-        """The transport finished op ``token`` locally."""
-        self._guarded(self._op_completed, token)
+    def fetched(self, token: int, old: int) -> None:
+        """The :class:`ControlFetch` ``token`` completed; ``old`` is the word's previous value."""
+        self._guarded(self._fetched, token, old)
 
     def flushed(self, target: int, upto: int) -> None:
         """Every op issued to ``target`` with sequence number <= ``upto`` is remotely complete."""
         self._guarded(self._flushed, target, upto)
 
-    def _receive(self, src: int, packet: ControlPacket) -> None:
-        if not 0 <= src < self.size:
-            raise EngineFailure(f"packet from rank {src} outside the window's group")
-        peer = self.peers[src]
-        kind = packet.kind
-        if kind is PacketKind.GATS_GRANT:
-            peer.gats_granted_access_id = max(peer.gats_granted_access_id, packet.ordinal)
-            self._grants_arrived(src, (EpochKind.START,), peer.gats_granted_access_id)
-        elif kind is PacketKind.GATS_DONE:
-            peer.gats_done_received = max(peer.gats_done_received, packet.ordinal)
-            for epoch in self._live_of(EpochKind.POST):
-                self._advance(epoch)
-        elif kind is PacketKind.FENCE:
-            peer.fence_done_received = max(peer.fence_done_received, packet.ordinal)
-            peer.fence_opened = max(peer.fence_opened, packet.arg)
-            for epoch in self._live_of(EpochKind.FENCE):
-                access = epoch.access[src]
-                if (
-                    epoch.state is EpochState.ACTIVE
-                    and not access.granted
-                    and peer.fence_opened >= epoch.fence_ordinal
-                ):
-                    self._grant(epoch, access)
-                self._advance(epoch)
-        elif kind is PacketKind.LOCK_REQUEST:
-            granted = self.locks.request(LockRequest(src, packet.ordinal, LockType(packet.arg)))
-            self._send_lock_grants(granted)
-        elif kind is PacketKind.LOCK_GRANT:
-            peer.lock_granted_id = max(peer.lock_granted_id, packet.ordinal)
-            self._grants_arrived(src, tuple(PASSIVE_KINDS), peer.lock_granted_id)
-        elif kind is PacketKind.LOCK_RELEASE:
-            self._send_lock_grants(self.locks.release(src, packet.ordinal))
+    def _control_changed(self) -> None:
+        control, seen = self.control, self._seen
+        changed = np.flatnonzero(control != seen)
+        if not changed.size:
+            return
+        seen[changed] = control[changed]
+        lock_targets: set[int] = set()
+        own_lock_words = False
+        for index in changed.tolist():
+            word, src = self.layout.word_of(index)
+            value = int(seen[index])
+            peer = self.peers[src] if src >= 0 else None
+            if word is Word.GRANT:
+                assert peer is not None
+                if value > peer.gats_granted_access_id:
+                    peer.gats_granted_access_id = value
+                    self._grants_arrived(src, value)
+            elif word is Word.DONE:
+                assert peer is not None
+                if value > peer.gats_done_received:
+                    peer.gats_done_received = value
+                    for epoch in self._live_of(EpochKind.POST):
+                        self._advance(epoch)
+            elif word is Word.FENCE:
+                assert peer is not None
+                opened, finished = unpack_fence(value)
+                peer.fence_opened = max(peer.fence_opened, opened)
+                peer.fence_done_received = max(peer.fence_done_received, finished)
+                self._fence_notice_arrived(src)
+            elif word is None:
+                own_lock_words = True
+            else:
+                lock_targets.add(src)
+        for target in sorted(lock_targets):
+            lock = self._locks.get(target)
+            if lock is not None:
+                lock.control_changed()
+        if own_lock_words:
             self._activate_ready()  # rules 16a/17a may hold now
-        else:  # pragma: no cover - PacketKind is exhaustive
-            raise EngineFailure(f"unknown packet kind {kind!r}")
 
-    def _op_completed(self, token: int) -> None:
-        entry = self._ops.pop(token, None)  # locally complete: nothing looks it up by token again
-        if entry is None or entry[0].seq == 0:
-            raise EngineFailure(f"completion for op {token}, which was never issued or completed twice")
-        op, epoch = entry
-        op.locally_complete = True
-        self._complete_token(op.token)
-        self._advance(epoch)
-        self._service_flush_waiters()
+    def _fence_notice_arrived(self, src: int) -> None:
+        peer = self.peers[src]
+        for epoch in self._live_of(EpochKind.FENCE):
+            access = epoch.access[src]
+            if (
+                epoch.state is EpochState.ACTIVE
+                and not access.granted
+                and peer.fence_opened >= epoch.fence_ordinal
+            ):
+                self._grant(epoch, access)
+            self._advance(epoch)
+
+    def _fetched(self, token: int, old: int) -> None:
+        then = self._fetches.pop(token, None)
+        if then is None:
+            raise EngineFailure(f"result for control fetch {token}, which was never asked for")
+        then(int(old))
 
     def _flushed(self, target: int, upto: int) -> None:
         peer = self.peers[target]
@@ -399,6 +427,19 @@ class WindowEngine:
             if epoch.is_access and target in epoch.access:
                 self._advance(epoch)
         self._service_flush_waiters()
+
+    # ------------------------------------------------------------ control region (LockIO)
+
+    def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        self._actions.append(ControlWrite(dest, index, op, value))
+
+    def control_fetch(
+        self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
+    ) -> None:
+        token = self._next_token
+        self._next_token += 1
+        self._fetches[token] = then
+        self._actions.append(ControlFetch(token, dest, index, op, value, compare))
 
     # -------------------------------------------------------------- epoch life: open/close
 
@@ -496,8 +537,14 @@ class WindowEngine:
             rank = epoch.group[0]
             return not any(e.is_access and rank in e.access for e in earlier)
         if condition is ExtraCondition.WINDOW_NOT_LOCKED:
-            return not self.locks.locked
+            return not self.window_locked
         return True
+
+    @property
+    def window_locked(self) -> bool:
+        """Some process holds, or is queued for, a lock on this rank's window (its lock words)."""
+        control = self.control
+        return bool(control[self.layout.lock_tail] or control[self.layout.lock_state] & READER_MASK)
 
     def _activate(self, epoch: Epoch) -> None:
         epoch.state = EpochState.ACTIVE
@@ -505,11 +552,12 @@ class WindowEngine:
         kind = epoch.kind
         nocheck = bool(epoch.assertion & MODE_NOCHECK)
         if kind is EpochKind.POST:
+            grant = Word.GRANT
             for origin in epoch.group:
                 peer = self.peers[origin]
                 peer.gats_accesses_granted += 1
                 epoch.expected_done[origin] = peer.gats_accesses_granted
-                self._send(origin, PacketKind.GATS_GRANT, peer.gats_accesses_granted)
+                self._raise(origin, grant, peer.gats_accesses_granted)
             self._complete_token(epoch.open_token)
         elif kind is EpochKind.START:
             for access in epoch.access.values():
@@ -519,15 +567,27 @@ class WindowEngine:
                 if nocheck or peer.gats_granted_access_id >= access.ordinal:
                     self._grant(epoch, access)
         elif kind in PASSIVE_KINDS:
-            lock_type = epoch.lock_type if kind is EpochKind.LOCK else LockType.SHARED
+            exclusive = kind is EpochKind.LOCK and epoch.lock_type is LockType.EXCLUSIVE
             for access in epoch.access.values():
                 peer = self.peers[access.rank]
                 peer.lock_requests_sent += 1
                 access.ordinal = peer.lock_requests_sent
                 if nocheck:
                     self._grant(epoch, access)
-                else:
-                    self._send(access.rank, PacketKind.LOCK_REQUEST, access.ordinal, lock_type)
+                    continue
+                if access.rank in self._locks:
+                    raise EngineFailure(f"a second active lock request towards rank {access.rank}")
+                lock = QueueLock(
+                    self,
+                    self.rank,
+                    access.rank,
+                    exclusive,
+                    self._lock_counts[access.rank],
+                    on_granted=lambda e=epoch, a=access: self._lock_granted(e, a),
+                    on_released=lambda e=epoch, a=access: self._lock_released(e, a),
+                )
+                access.lock = self._locks[access.rank] = lock
+                lock.acquire()
         elif kind is EpochKind.FENCE:
             for access in epoch.access.values():
                 opened = self.peers[access.rank].fence_opened
@@ -537,23 +597,34 @@ class WindowEngine:
         self._check_open_token(epoch)
         self._advance(epoch)
 
-    def _grants_arrived(self, src: int, kinds: tuple[EpochKind, ...], granted_id: int) -> None:
-        for epoch in list(self._live):
-            if epoch.kind not in kinds or epoch.state is not EpochState.ACTIVE:
-                continue
+    def _grants_arrived(self, src: int, granted_id: int) -> None:
+        for epoch in self._live_of(EpochKind.START):
             access = epoch.access.get(src)
-            if access is not None and not access.granted and access.ordinal <= granted_id:
+            if epoch.state is not EpochState.ACTIVE or access is None:
+                continue
+            if not access.granted and access.ordinal <= granted_id:
                 self._grant(epoch, access)
                 self._check_open_token(epoch)
                 self._advance(epoch)
+
+    def _lock_granted(self, epoch: Epoch, access: AccessTarget) -> None:
+        self._grant(epoch, access)
+        self._check_open_token(epoch)
+        self._advance(epoch)
+
+    def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
+        del self._locks[access.rank]
+        self._advance(epoch)
 
     def _grant(self, epoch: Epoch, access: AccessTarget) -> None:
         """``access.rank`` granted this epoch: replay the RMA calls recorded for it, in order."""
         access.granted = True
         queued, access.queued = access.queued, []
-        for op in queued:
-            self._issue(op)
-        if queued:
+        for token, payload in queued:
+            self._issue(epoch, access, token, payload)
+        if self._flush_waiters:
+            for waiter in self._flush_waiters:
+                waiter.needs = [(a, a.last_seq if a is access else seq) for a, seq in waiter.needs]
             self._service_flush_waiters()
 
     def _check_open_token(self, epoch: Epoch) -> None:
@@ -565,7 +636,9 @@ class WindowEngine:
     # ------------------------------------------------------------ epoch life: completion
 
     def _advance(self, epoch: Epoch) -> None:
-        """Push a closed, active epoch towards completion: flush, send "done", complete."""
+        """Push a closed, active epoch towards completion: flush, notify, release, complete.
+
+        Re-entrant: releasing a lock can finish at once and call back here."""
         if epoch.state is not EpochState.ACTIVE or not epoch.closed:
             return
         if epoch.kind is EpochKind.POST:
@@ -582,15 +655,23 @@ class WindowEngine:
             if needs_grant and not access.granted:
                 finished = False
                 continue
-            if not self._prune(access.unfinished, remote=True):
+            peer = self.peers[access.rank]
+            if peer.remote_complete_seq < access.last_seq:
                 self._request_flush(access.rank)
                 finished = False
                 continue
+            lock = access.lock
+            if lock is not None:
+                if not lock.release_requested:
+                    lock.release()  # data is remotely complete: give the lock back
+                if epoch.state is not EpochState.ACTIVE:
+                    return  # the release finished at once and completed the epoch
+                if not lock.done:
+                    finished = False
+                    continue
             access.closed_out = True
             if epoch.kind is EpochKind.START:
-                self._send(access.rank, PacketKind.GATS_DONE, access.ordinal)
-            elif epoch.kind in PASSIVE_KINDS and not epoch.assertion & MODE_NOCHECK:
-                self._send(access.rank, PacketKind.LOCK_RELEASE, access.ordinal)
+                self._raise(access.rank, Word.DONE, access.ordinal)
         if epoch.kind is EpochKind.FENCE:
             if finished and not epoch.fence_done_sent:
                 epoch.fence_done_sent = True
@@ -612,7 +693,7 @@ class WindowEngine:
 
     def _complete_epoch(self, epoch: Epoch) -> None:
         epoch.state = EpochState.COMPLETED
-        self._live.remove(epoch)  # its ops left self._ops when they completed
+        self._live.remove(epoch)
         self._record("complete", epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
@@ -628,25 +709,13 @@ class WindowEngine:
 
     # ------------------------------------------------------------------ RMA and flushes
 
-    def _issue(self, op: RecordedOp) -> None:
-        peer = self.peers[op.target]
+    def _issue(self, epoch: Epoch, access: AccessTarget, token: int, payload: Any) -> None:
+        peer = self.peers[access.rank]
         peer.issued_seq += 1
-        op.seq = peer.issued_seq
-        self._actions.append(IssueRma(op.token, op.target, op.payload))
+        access.last_seq = peer.issued_seq
+        self._actions.append(IssueRma(token, access.rank, payload))
         if self.history is not None or self.observer is not None:
-            epoch = self._ops[op.token][1]
-            self._emit(EpochEvent("issue", epoch.id, epoch.kind, op.target))
-
-    def _finished(self, op: RecordedOp, *, remote: bool) -> bool:
-        if op.seq == 0 or not op.locally_complete:
-            return False
-        return not remote or self.peers[op.target].remote_complete_seq >= op.seq
-
-    def _prune(self, ops: list[RecordedOp], *, remote: bool) -> bool:
-        """Drop finished ops from ``ops`` (in place); True when none is left."""
-        if ops:
-            ops[:] = [op for op in ops if not self._finished(op, remote=remote)]
-        return not ops
+            self._emit(EpochEvent("issue", epoch.id, epoch.kind, access.rank))
 
     def _request_flush(self, target: int) -> None:
         peer = self.peers[target]
@@ -659,13 +728,19 @@ class WindowEngine:
             return
         remaining = []
         for waiter in self._flush_waiters:
-            if self._prune(waiter.ops, remote=not waiter.local_only):
+            pending = [
+                (access, seq)
+                for access, seq in waiter.needs
+                if seq is None or self.peers[access.rank].remote_complete_seq < seq
+            ]
+            if not pending:
                 self._complete_token(waiter.token)
                 continue
+            waiter.needs = pending
             remaining.append(waiter)
-            if not waiter.local_only:
-                for target in {op.target for op in waiter.ops if op.seq}:
-                    self._request_flush(target)
+            for access, seq in pending:
+                if seq is not None:
+                    self._request_flush(access.rank)
         self._flush_waiters = remaining
 
     # ------------------------------------------------------------------------ helpers
@@ -714,17 +789,15 @@ class WindowEngine:
         if self.freeing:
             raise WindowFreedError("the window has been freed")
 
-    def _send(self, dest: int, kind: PacketKind, ordinal: int, arg: int = 0) -> None:
-        self._actions.append(SendControl(dest, ControlPacket(kind, self.win_id, ordinal, arg)))
+    def _raise(self, dest: int, word: Word, value: int) -> None:
+        """Raise our slot of ``word`` at ``dest`` to ``value`` (max: late or repeated is harmless)."""
+        self._actions.append(ControlWrite(dest, self.layout.index(word, self.rank), AtomicOp.MAX, value))
 
     def _send_fence_notice(self) -> None:
+        value = pack_fence(self._fences_opened, self._fence_done_sent)
         for r in range(self.size):
             if r != self.rank:
-                self._send(r, PacketKind.FENCE, self._fence_done_sent, self._fences_opened)
-
-    def _send_lock_grants(self, granted: list[LockRequest]) -> None:
-        for request in granted:
-            self._send(request.origin, PacketKind.LOCK_GRANT, request.ordinal)
+                self._raise(r, Word.FENCE, value)
 
     def _new_token(self) -> int:
         token = self._next_token

@@ -1,21 +1,28 @@
 """The transport contract: what the progress driver needs from a "NIC".
 
 A transport gives each rank an :class:`Endpoint`.  The endpoint registers window memory
-(collectively), moves data one-sidedly, carries small control packets, and reports completions to a
-:class:`Sink`.  It never interprets epochs; that is the engine's job.
+(collectively), moves data one-sidedly, updates the words of peers' control regions with atomics,
+and reports completions to a :class:`Sink`.  It never interprets epochs; that is the engine's job.
 
-Completion contract, relied on by the engine:
+Completion contract, relied on by the engine and the driver:
 
-* ``issue(win_id, token, op)`` starts one RMA operation.  ``sink.op_completed(win_id, token)`` is
-  reported once the op is *locally* complete: origin buffer reusable, result buffer filled.
+* ``issue(win_id, token, op)`` starts one RMA operation and returns True when it is already
+  *locally* complete (origin buffer reusable, result buffer filled); otherwise
+  ``sink.op_completed(win_id, token)`` reports that later.
 * ``flush(win_id, target, upto)`` asks for *remote* completion of every op issued to ``target``
-  on that window so far; ``sink.flushed(win_id, target, upto)`` reports it, and only after
-  ``op_completed`` was reported for each of those ops.
-* ``send(dest, packet)`` delivers a control packet to ``dest`` (itself included).  Packets between
-  two ranks arrive in the order sent.  A packet sent after ``flushed`` was reported for some ops is
-  never seen before those ops' data is in the target's memory (data before flag).
+  on that window so far.  It returns True when that is already so; otherwise
+  ``sink.flushed(win_id, target, upto)`` reports it later.  Either way every one of those ops is
+  reported locally complete first.
+* ``control_write(win_id, dest, index, op, value)`` applies ``op`` (max or sum) to word ``index``
+  of ``dest``'s control region, one-sidedly; ``dest`` may be this rank.  It is issued after every
+  flush reported so far, so a write made after ``flushed`` never lands before that data (data
+  before flag).  Its arrival is announced at ``dest`` by ``sink.control_changed(win_id)`` (local)
+  or found by the destination's :meth:`Endpoint.poll` (polled transports).
+* ``control_fetch(win_id, token, dest, index, op, value, compare)`` applies an atomic with a
+  result; it returns the old value when it has it at once, else None and reports
+  ``sink.fetched(win_id, token, old)`` later.
 * Sink callbacks are made from :meth:`Endpoint.poll` or from the event loop, never from inside
-  ``issue``/``flush``/``send``, so the engine is never re-entered.
+  the calls above, so the engine is never re-entered.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import attrs
 import numpy as np
 
 from ..constants import Op
-from ..engine.packets import ControlPacket
+from ..engine.control import AtomicOp
 from ..errors import TransportError
 
 
@@ -66,16 +73,19 @@ class RmaOp:
 
 @attrs.frozen
 class WindowLayout:
-    """What window creation tells every rank: its local memory and each rank's element count."""
+    """What window creation tells every rank: its local memory, its control region (int64, the
+    length asked for) and each rank's element count."""
 
     memory: np.ndarray
+    control: np.ndarray
     counts: tuple[int, ...]
 
 
 class Sink(Protocol):
-    def packet_received(self, src: int, packet: ControlPacket) -> None: ...
     def op_completed(self, win_id: int, token: int) -> None: ...
     def flushed(self, win_id: int, target: int, upto: int) -> None: ...
+    def fetched(self, win_id: int, token: int, old: int) -> None: ...
+    def control_changed(self, win_id: int) -> None: ...
 
 
 class Endpoint(Protocol):
@@ -83,41 +93,55 @@ class Endpoint(Protocol):
 
     rank: int
     size: int
+    #: True when completions and control-region changes are found only by :meth:`poll` (MPI);
+    #: False when the endpoint reports them from event-loop callbacks by itself (local).
+    polled: bool
 
     def attach(self, sink: Sink) -> None:
-        """Route completions and packets to ``sink`` (called once, before any window exists)."""
+        """Route completions to ``sink`` (called once, before any window exists)."""
 
     async def create_window(
-        self, win_id: int, memory: np.ndarray | None, count: int, dtype: np.dtype
+        self,
+        win_id: int,
+        memory: np.ndarray | None,
+        count: int,
+        dtype: np.dtype,
+        control_words: int,
+        *,
+        notify: bool = False,
     ) -> WindowLayout:
         """Collective.  Expose ``memory`` (win_create) or allocate ``count`` elements (win_allocate,
-        ``memory is None``).  Must not block the event loop while waiting for peers."""
+        ``memory is None``), and allocate a zeroed control region of ``control_words`` int64 words
+        (always allocated memory, so that atomics on it are passive).  ``notify``: peers' flushes
+        towards this window's data must wake this rank (the collectives' flag windows, whose
+        words are read as flags).  Must not block the event loop while waiting for peers."""
 
     async def free_window(self, win_id: int) -> np.ndarray | None:
         """Collective.  Forget the window; returns a copy of allocated memory (None for win_create)."""
 
-    def issue(self, win_id: int, token: int, op: RmaOp) -> None: ...
+    def issue(self, win_id: int, token: int, op: RmaOp) -> bool: ...
 
-    def flush(self, win_id: int, target: int, upto: int) -> None: ...
+    def flush(self, win_id: int, target: int, upto: int) -> bool: ...
 
-    def send(self, dest: int, packet: ControlPacket) -> None: ...
+    def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
+
+    def control_fetch(
+        self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> int | None: ...
 
     def poll(self) -> bool:
-        """Make progress; report completions to the sink.  True when anything happened."""
+        """Make progress; report completions and changed control regions to the sink.  True when
+        anything was reported."""
 
-    def wants_polling(self) -> bool:
-        """True when completions can only be found by calling :meth:`poll` (MPI); False when the
-        endpoint reports them from event-loop callbacks by itself (local)."""
+    def doorbell(self) -> int | None:
+        """A file descriptor that turns readable when a peer wants this rank to poll (it wrote our
+        control region, or started an operation that needs our progress); None if there is none.
+        Reading it is :meth:`poll`'s job."""
 
-    def idle_fileno(self) -> int | None:
-        """For polled endpoints: a descriptor that turns readable when a peer sent a packet, so an
-        idle rank can park on it instead of polling; None when there is none."""
-
-    def busy(self) -> bool:
-        """For polled endpoints: own operations are outstanding (they ring no doorbell)."""
-
-    def expecting(self) -> bool:
-        """For polled endpoints: a wake-up arrived whose packet is not yet received."""
+    def must_keep_polling(self) -> bool:
+        """True while some progress is only made when this rank polls, without any peer ringing
+        its doorbell: own requests in flight, or (MPI) windows on user memory that peers may
+        access at any time."""
 
     async def close(self) -> None: ...
 

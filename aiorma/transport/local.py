@@ -1,11 +1,13 @@
 """The in-process transport: every rank is a task in one event loop.
 
 Deterministic, and part of the package so that users can test their own code with it.  Data moves
-with numpy at issue time; completions and packets are delivered by event-loop callbacks (never
-from inside ``issue``/``send``), in the order they were produced.  Two hooks inject delays:
+with numpy at issue time; control-region atomics are applied to the destination's array directly.
+Completions and "your control region changed" reports are delivered by event-loop callbacks (never
+from inside ``issue``/``control_write``), in the order they were produced.  Two hooks inject delays:
 
-* ``packet_delay(src, dest, packet) -> seconds``: hold a control packet back; packets between one
-  pair of ranks still arrive in the order sent.
+* ``notice_delay(src, dest, notice) -> seconds``: apply a control write (a grant, a "done", a
+  fence notice, a lock hand-off) only later; writes between one pair of ranks still land in the
+  order made.
 * ``op_delay(origin, op) -> seconds``: apply an RMA operation to target memory only later; flushes
   towards that target wait for it.
 """
@@ -19,12 +21,25 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
-from ..engine.packets import ControlPacket
+from ..engine.control import AtomicOp, ControlLayout, Word
 from ..errors import RmaTypeError
 from ..ops import combine
 from .base import RmaKind, RmaOp, Sink, WindowLayout
 
-PacketDelay = Callable[[int, int, ControlPacket], float]
+
+@attrs.frozen
+class Notice:
+    """A control write as the ``notice_delay`` hook sees it: ``word`` is None for the target's
+    own lock words (never written by plain writes)."""
+
+    win_id: int
+    word: Word | None
+    index: int
+    op: AtomicOp
+    value: int
+
+
+NoticeDelay = Callable[[int, int, Notice], float]
 OpDelay = Callable[[int, RmaOp], float]
 
 
@@ -43,18 +58,20 @@ class LocalNetwork:
         self,
         size: int,
         *,
-        packet_delay: PacketDelay | None = None,
+        notice_delay: NoticeDelay | None = None,
         op_delay: OpDelay | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a network needs at least one rank")
         self.size = size
-        self.packet_delay = packet_delay
+        self.notice_delay = notice_delay
         self.op_delay = op_delay
         self.memory: dict[int, list[np.ndarray | None]] = {}
+        self.control: dict[int, list[np.ndarray | None]] = {}
         self.endpoints = [LocalEndpoint(self, rank) for rank in range(size)]
         self._rendezvous: dict[tuple[str, int], _Rendezvous] = {}
-        self._queues: dict[tuple[int, int], deque[tuple[float, ControlPacket]]] = {}
+        self._queues: dict[tuple[int, int], deque[tuple[float, int, int, AtomicOp, int]]] = {}
+        self._changed: set[tuple[int, int]] = set()  # (dest, win_id) with a report scheduled
 
     async def rendezvous(self, what: str, win_id: int) -> None:
         loop = asyncio.get_running_loop()
@@ -65,17 +82,77 @@ class LocalNetwork:
             point.future.set_result(None)
         await asyncio.shield(point.future)
 
-    def deliver(self, src: int, dest: int, packet: ControlPacket) -> None:
-        loop = asyncio.get_running_loop()
-        delay = self.packet_delay(src, dest, packet) if self.packet_delay else 0.0
+    def control_write(self, src: int, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
+        delay = 0.0
+        if self.notice_delay is not None:
+            word, _ = ControlLayout(self.size).word_of(index)
+            delay = self.notice_delay(src, dest, Notice(win_id, word, index, op, value))
         queue = self._queues.setdefault((src, dest), deque())
-        # FIFO per pair: a packet never overtakes an earlier, more delayed one.
+        if delay <= 0 and not queue:
+            self._apply_write(dest, win_id, index, op, value)
+            return
+        loop = asyncio.get_running_loop()
+        # FIFO per pair: a write never overtakes an earlier, more delayed one.
         when = loop.time() + max(delay, 0.0)
         if queue:
             when = max(when, queue[-1][0])
-        queue.append((when, packet))
+        queue.append((when, win_id, index, op, value))
         if len(queue) == 1:
             self._schedule(src, dest)
+
+    def control_fetch(
+        self, src: int, dest: int, win_id: int, token: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> int | None:
+        """Apply an atomic to ``dest``'s control word; the old value (here: at once; a subclass
+        may return None and report it to ``src``'s sink later)."""
+        return self.apply_fetch(dest, win_id, index, op, value, compare)
+
+    def apply_fetch(self, dest: int, win_id: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
+        control = self._control_of(dest, win_id)
+        assert control is not None, "fetch on a freed window"
+        old = int(control[index])
+        if op is AtomicOp.SUM:
+            control[index] = old + value
+        elif op is AtomicOp.REPLACE:
+            control[index] = value
+        elif op is AtomicOp.MAX:
+            control[index] = max(old, value)
+        elif op is AtomicOp.CAS and old == compare:
+            control[index] = value
+        if op is not AtomicOp.NO_OP:
+            self._report_change(dest, win_id)
+        return old
+
+    def _control_of(self, rank: int, win_id: int) -> np.ndarray | None:
+        regions = self.control.get(win_id)
+        return regions[rank] if regions is not None else None
+
+    def _apply_write(
+        self, dest: int, win_id: int, index: int, op: AtomicOp, value: int, *, report: bool = True
+    ) -> None:
+        control = self._control_of(dest, win_id)
+        if control is None:
+            return  # the window was freed: a stale write
+        if op is AtomicOp.SUM:
+            control[index] += value
+        elif value > control[index]:
+            control[index] = value
+        if report:
+            self._report_change(dest, win_id)
+
+    def _report_change(self, dest: int, win_id: int) -> None:
+        # One report per (rank, window) per turn of the loop, however many words changed.
+        key = (dest, win_id)
+        if key not in self._changed:
+            self._changed.add(key)
+            asyncio.get_running_loop().call_soon(self._changed_report, key)
+
+    def _changed_report(self, key: tuple[int, int]) -> None:
+        self._changed.discard(key)
+        dest, win_id = key
+        sink = self.endpoints[dest].sink
+        if sink is not None and win_id in self.control:
+            sink.control_changed(win_id)
 
     def _schedule(self, src: int, dest: int) -> None:
         loop = asyncio.get_running_loop()
@@ -88,11 +165,9 @@ class LocalNetwork:
     def _drain(self, src: int, dest: int) -> None:
         queue = self._queues[(src, dest)]
         now = asyncio.get_running_loop().time()
-        sink = self.endpoints[dest].sink
         while queue and queue[0][0] <= now:
-            _, packet = queue.popleft()
-            if sink is not None:
-                sink.packet_received(src, packet)
+            _, win_id, index, op, value = queue.popleft()
+            self._apply_write(dest, win_id, index, op, value)
         if queue:
             self._schedule(src, dest)
 
@@ -104,6 +179,7 @@ class LocalEndpoint:
         self.network = network
         self.rank = rank
         self.size = network.size
+        self.polled = False
         self.sink: Sink | None = None
         # (win_id, target) -> ops applied later because of op_delay, and flushes waiting on them
         self._delayed: dict[tuple[int, int], int] = {}
@@ -113,30 +189,38 @@ class LocalEndpoint:
         self.sink = sink
 
     async def create_window(
-        self, win_id: int, memory: np.ndarray | None, count: int, dtype: np.dtype
+        self,
+        win_id: int,
+        memory: np.ndarray | None,
+        count: int,
+        dtype: np.dtype,
+        control_words: int,
+        *,
+        notify: bool = False,  # every write is noticed here anyway
     ) -> WindowLayout:
         if memory is None:
             memory = np.zeros(count, dtype=dtype)
+        control = np.zeros(control_words, np.int64)
         slots = self.network.memory.setdefault(win_id, [None] * self.size)
         slots[self.rank] = memory.reshape(-1)
+        self.network.control.setdefault(win_id, [None] * self.size)[self.rank] = control
         await self.network.rendezvous("create", win_id)
         dtypes = {m.dtype for m in slots if m is not None}
         if len(dtypes) != 1:
             raise RmaTypeError(f"window {win_id} has different dtypes on different ranks: {dtypes}")
-        return WindowLayout(memory, tuple(int(m.size) for m in slots if m is not None))
+        return WindowLayout(memory, control, tuple(int(m.size) for m in slots if m is not None))
 
     async def free_window(self, win_id: int) -> np.ndarray | None:
         await self.network.rendezvous("free", win_id)
         self.network.memory.pop(win_id, None)
+        self.network.control.pop(win_id, None)
         return None  # local memory is ordinary numpy memory: it stays valid
 
-    def issue(self, win_id: int, token: int, op: RmaOp) -> None:
-        loop = asyncio.get_running_loop()
+    def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         delay = self.network.op_delay(self.rank, op) if self.network.op_delay else 0.0
         if delay <= 0:
             _apply(self.network.memory[win_id][op.target], op)
-            loop.call_soon(self._op_done, win_id, token)
-            return
+            return True
         key = (win_id, op.target)
         self._delayed[key] = self._delayed.get(key, 0) + 1
 
@@ -150,31 +234,31 @@ class LocalEndpoint:
                 for upto in self._flushes.pop(key, []):
                     self._flushed(win_id, op.target, upto)
 
-        loop.call_later(delay, apply_later)
+        asyncio.get_running_loop().call_later(delay, apply_later)
+        return False
 
-    def flush(self, win_id: int, target: int, upto: int) -> None:
+    def flush(self, win_id: int, target: int, upto: int) -> bool:
         key = (win_id, target)
-        if self._delayed.get(key, 0):
-            self._flushes.setdefault(key, []).append(upto)
-        else:
-            asyncio.get_running_loop().call_soon(self._flushed, win_id, target, upto)
+        if not self._delayed.get(key, 0):
+            return True
+        self._flushes.setdefault(key, []).append(upto)
+        return False
 
-    def send(self, dest: int, packet: ControlPacket) -> None:
-        self.network.deliver(self.rank, dest, packet)
+    def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        self.network.control_write(self.rank, dest, win_id, index, op, value)
+
+    def control_fetch(
+        self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> int | None:
+        return self.network.control_fetch(self.rank, dest, win_id, token, index, op, value, compare)
 
     def poll(self) -> bool:
         return False
 
-    def wants_polling(self) -> bool:
-        return False
-
-    def idle_fileno(self) -> int | None:
+    def doorbell(self) -> int | None:
         return None
 
-    def busy(self) -> bool:
-        return False
-
-    def expecting(self) -> bool:
+    def must_keep_polling(self) -> bool:
         return False
 
     async def close(self) -> None:

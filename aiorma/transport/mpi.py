@@ -1,16 +1,29 @@
 """The MPI transport: one rank per process under ``mpiexec``, over mpi4py.
 
-Windows are ``MPI.Win.Create`` (user memory) or ``MPI.Win.Allocate`` windows, each under one
-long-lived ``Lock_all`` epoch opened at creation: every RMA operation is a request-based
-passive-target call inside it, and the engine's epochs exist only in its own counters and control
-packets.  Control packets travel as 24-byte messages on a private duplicate of the user's
-communicator.
+Every aiorma window is two MPI windows, each under one long-lived ``Lock_all`` opened at
+creation: the *data* window (``Win.Allocate``, or ``Win.Create`` on the caller's array) and the
+*control* window (always ``Win.Allocate``: ``P``-sized int64 counters, see
+:mod:`aiorma.engine.control`).  The engine's epochs exist only in those counters.
 
-Threads: window creation/free and communicator free are collectives that wait for peers, so they
-run in one worker thread (MPI is initialised with ``THREAD_MULTIPLE``).  A *single* worker keeps the
-order of collectives on the window communicator the same on every rank.  Everything else -- issue,
-flush, send, poll -- runs on the event-loop thread and is bounded: on one node MPICH's RMA is truly
-passive (DESIGN §6), so ``Flush`` and ``Flush_local`` finish without the target entering MPI.
+Passive or not.  Measured with the mpich wheel (docs/architecture.md): RMA and atomics into
+*allocated* memory of a rank on the same node complete without that rank's CPU (shared memory),
+in about a microsecond, so such calls are made inline, blocking for that microsecond.  Everything
+else — a peer on another node (MPICH's network module needs the target's progress), or the data
+window of a ``win_create`` window (active messages even on one node) — may take as long as the
+target takes to enter MPI, so it never blocks the event loop: request-based calls are tested by
+:meth:`MpiEndpoint.poll`, and calls with no request-based form (``Win.Flush``,
+``Compare_and_swap``) run in a worker thread (MPI is initialised with ``THREAD_MULTIPLE``).  The
+transport rings such a target's doorbell as it starts the operation, so that a parked target
+polls and serves it.
+
+Doorbells: one UDP socket per rank, rung (one empty datagram, never waited for) after writing a
+peer's control region or when starting an operation that needs the peer's progress.  UDP rather
+than a node-local socket so that a peer on another host can be rung too; a ring carries no data,
+so a stray or lost datagram costs a spurious wake-up or a guard poll, never correctness.
+
+Collectives (window creation and free, communicator free) run in a second worker thread, so a
+collective waiting for a late peer never holds back this rank's own flushes; one thread keeps
+their order the same on every rank.
 """
 
 from __future__ import annotations
@@ -18,11 +31,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import socket
-import time
-import uuid
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -30,18 +42,11 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from ..constants import Op
-from ..engine.packets import ControlPacket
+from ..engine.control import AtomicOp
 from ..errors import RmaTypeError
 from .base import RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 
 _T = TypeVar("_T")
-
-_CTRL_TAG = 0
-_RING_PATIENCE = 0.005  # how long a ring's packet may take to become visible to Improbe
-# After this long without rings or packets, every ring sent has been read and every packet
-# received, so the ring count must be zero; resetting it undoes drift from a ring dropped on a
-# full socket buffer (which would otherwise make later rings look already claimed).
-_RING_RESYNC = 0.05
 
 _MPI_OPS: dict[Op, MPI.Op] = {
     Op.SUM: MPI.SUM,
@@ -57,6 +62,13 @@ _MPI_OPS: dict[Op, MPI.Op] = {
     Op.REPLACE: MPI.REPLACE,
     Op.NO_OP: MPI.NO_OP,
 }
+_CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
+    AtomicOp.MAX: MPI.MAX,
+    AtomicOp.SUM: MPI.SUM,
+    AtomicOp.REPLACE: MPI.REPLACE,
+    AtomicOp.NO_OP: MPI.NO_OP,
+}
+_NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
 
 
 def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, bool]:
@@ -80,95 +92,83 @@ class _Window:
     allocated: bool
     datatype: MPI.Datatype
     owns_datatype: bool
-
-
-@attrs.define(eq=False)
-class _Pending:
-    """An issued request-based op; ``keep`` holds its numpy buffers alive until completion."""
-
-    win_id: int
-    token: int
-    target: int
-    request: MPI.Request
-    keep: object
+    ctrl: MPI.Win
+    control: np.ndarray
+    seen: bytes  # the control region as last reported to the sink
+    notify: bool  # ring a target after each flush towards it (collectives' flag windows)
 
 
 class MpiEndpoint:
     """An :class:`~aiorma.transport.base.Endpoint` over mpi4py.
 
-    Construction duplicates ``comm`` twice (blocking; it is start-up): one duplicate carries control
-    packets, the other window creation/free collectives, so neither can match the user's traffic.
+    Construction duplicates ``comm`` twice and exchanges host names and doorbell addresses
+    (blocking; it is start-up): one duplicate carries window collectives, the other is only
+    probed, to drive MPI progress, so neither can match the user's traffic.
     """
+
+    polled = True
 
     def __init__(self, comm: MPI.Intracomm = MPI.COMM_WORLD) -> None:
         with map_transport_errors("MpiEndpoint start-up"):
-            self._ctrl_comm: MPI.Intracomm = comm.Dup()
+            self._probe_comm: MPI.Intracomm = comm.Dup()
             self._win_comm: MPI.Intracomm = comm.Dup()
             self.rank: int = comm.Get_rank()
             self.size: int = comm.Get_size()
             multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
-        # Without THREAD_MULTIPLE the worker may not call MPI while the loop thread polls;
-        # _collective then rendezvouses with a polled Ibarrier instead (see there).
-        self._executor = (
-            concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiorma-mpi")
-            if multiple
-            else None
-        )
+            hosts = self._probe_comm.allgather(socket.gethostname())
+        here = hosts[self.rank]
+        #: Ranks on this rank's host (by host name).
+        self.ranks_on_node = hosts.count(here)
+        # Shared memory between ranks of one host, unless MPICH was told not to use it.
+        shared = not any(os.environ.get(v, "0") not in ("", "0") for v in _NOLOCAL_VARIABLES)
+        self._passive = [shared and host == here for host in hosts]
+        if not multiple:
+            raise RuntimeError(
+                "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
+            )
+        self._collectives = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aiorma-coll")
+        self._blocking = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aiorma-rma")
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: Sink | None = None
         self._windows: dict[int, _Window] = {}
-        self._pending: list[_Pending] = []
-        # Ops already complete at issue (compare-and-swap), reported by the next poll.
-        self._completed: list[tuple[int, int]] = []
-        self._flushes: list[tuple[int, int, int]] = []
-        # Isend requests with their buffers: the buffer must outlive the request.
-        self._sends: list[tuple[MPI.Request, bytes]] = []
+        # Request-based RMA not yet locally complete: (win_id, target) -> [(token, request, keep)].
+        self._pending: dict[tuple[int, int], list[tuple[int, MPI.Request, object]]] = {}
+        # Request-based control fetches: (win_id, token, request, result buffer).
+        self._fetches: list[tuple[int, int, MPI.Request, np.ndarray]] = []
+        # Request-based control writes towards peers that need progress (buffers kept alive).
+        self._writes: list[tuple[MPI.Request, np.ndarray]] = []
+        self._in_threads = 0  # blocking calls running in the RMA worker
         self._closed = False
-        self._doorbell, self._doorbell_peers = _open_doorbells(self._ctrl_comm)
-        # Each ring promises one packet from a peer.  MPICH may make the packet visible to Improbe
-        # only a poll or two after the ring arrives; until then the rank must not park again, or
-        # the (already drained) ring would be lost.
-        self._unclaimed_rings = 0
-        self._last_ring = 0.0  # time.monotonic() of the last ring read or packet received
+        self._doorbell, self._bells = _open_doorbells(self._probe_comm, hosts)
 
     def attach(self, sink: Sink) -> None:
-        """Route completions and packets to ``sink``; called once, before any window exists."""
+        """Route completions to ``sink``; called once, before any window exists."""
         self._sink = sink
 
-    def wants_polling(self) -> bool:
-        """Always True: MPI completions are only found by calling :meth:`poll`."""
-        return True
+    # ------------------------------------------------------------------ windows
 
     async def _collective(self, fn: Callable[[], _T]) -> _T:
-        """Run the blocking collective ``fn`` without blocking the event loop.
-
-        Cancelling the awaiting task does not stop ``fn``: it runs to completion (peers are in the
-        same collective) and its result is lost.
-        """
-        loop = asyncio.get_running_loop()
-        if self._executor is not None:
-            return await loop.run_in_executor(self._executor, fn)
-        # No THREAD_MULTIPLE: MPI may only be called from one thread at a time, so fn cannot run in
-        # the worker while the loop thread polls.  Instead wait, polled from the loop, until every
-        # rank has reached this collective; then fn's blocking calls return almost at once.
-        with map_transport_errors("collective rendezvous"):
-            request = self._win_comm.Ibarrier()
-        delay = 1e-5
-        while True:
-            with map_transport_errors("collective rendezvous"):
-                if request.Test():
-                    break
-            await asyncio.sleep(delay)
-            delay = min(2 * delay, 1e-3)
-        return fn()
+        """Run the blocking collective ``fn`` in the collectives thread.  Cancelling the awaiting
+        task does not stop ``fn``: peers are in the same collective."""
+        return await asyncio.get_running_loop().run_in_executor(self._collectives, fn)
 
     async def create_window(
-        self, win_id: int, memory: np.ndarray | None, count: int, dtype: np.dtype
+        self,
+        win_id: int,
+        memory: np.ndarray | None,
+        count: int,
+        dtype: np.dtype,
+        control_words: int,
+        *,
+        notify: bool = False,
     ) -> WindowLayout:
         """Collective.  Expose ``memory`` (``Win.Create``) or allocate ``count`` zeroed elements
-        (``Win.Allocate``, ``memory is None``), then open the window's ``Lock_all`` epoch.
+        (``Win.Allocate``, ``memory is None``), allocate the control region, and open both
+        windows' ``Lock_all`` epochs.
 
         Raises :class:`RmaTypeError` on every rank when the ranks' dtypes differ.
         """
+        self._loop = asyncio.get_running_loop()
         dtype = np.dtype(dtype)
         count = int(memory.size if memory is not None else count)
 
@@ -181,258 +181,340 @@ class MpiEndpoint:
             with map_transport_errors("create_window"):
                 datatype, owned = _mpi_datatype(dtype)
                 if memory is None:
-                    size = count * dtype.itemsize
-                    win = MPI.Win.Allocate(size, dtype.itemsize, comm=self._win_comm)
+                    win = MPI.Win.Allocate(count * dtype.itemsize, dtype.itemsize, comm=self._win_comm)
                     local = np.frombuffer(win.tomemory(), dtype)[:count]
                     local[...] = 0  # deterministic start, as the local transport gives
                 else:
                     win = MPI.Win.Create(memory, dtype.itemsize, comm=self._win_comm)
                     local = memory
+                ctrl = MPI.Win.Allocate(control_words * 8, 8, comm=self._win_comm)
+                control = np.frombuffer(ctrl.tomemory(), np.int64)[:control_words]
+                control[...] = 0
                 win.Lock_all()
-                # Every rank holds its Lock_all before anyone issues RMA into this window.
+                ctrl.Lock_all()
+                # Every rank holds its Lock_alls and a zeroed control region before anyone
+                # issues RMA into this window.
                 self._win_comm.Barrier()
-            return _Window(win, local, memory is None, datatype, owned), tuple(c for c, _ in peers)
+            window = _Window(
+                win, local, memory is None, datatype, owned, ctrl, control, control.tobytes(), notify
+            )
+            return window, tuple(c for c, _ in peers)
 
         window, counts = await self._collective(create)
         self._windows[win_id] = window
-        return WindowLayout(window.memory, counts)
+        return WindowLayout(window.memory, window.control, counts)
 
     async def free_window(self, win_id: int) -> np.ndarray | None:
         """Collective.  The engine guarantees no op of this rank is outstanding on the window.
 
         Returns a copy of allocated memory, None for a ``Win.Create`` window.
         """
-        # Forget it first, so no poll touches the MPI window while the worker frees it.
+        # Forget it first, so no poll touches the MPI windows while the worker frees them.
         window = self._windows.pop(win_id)
 
         def free() -> np.ndarray | None:
             with map_transport_errors("free_window"):
                 window.win.Unlock_all()
+                window.ctrl.Unlock_all()
                 # After every rank's Unlock_all, every peer's ops into our memory are complete,
                 # so the copy below sees their data.
                 self._win_comm.Barrier()
                 copy = window.memory.copy() if window.allocated else None
                 window.win.Free()
+                window.ctrl.Free()
                 if window.owns_datatype:
                     window.datatype.Free()
             return copy
 
         return await self._collective(free)
 
-    def issue(self, win_id: int, token: int, op: RmaOp) -> None:
-        """Start ``op``; its ``op_completed`` is reported by a later :meth:`poll`."""
+    # ------------------------------------------------------------------ data
+
+    def _inline(self, window: _Window, target: int) -> bool:
+        """True when RMA into ``target``'s data memory completes without ``target``'s CPU."""
+        return window.allocated and self._passive[target]
+
+    def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
+        """Start ``op``; True when it is already locally complete."""
         window = self._windows[win_id]
         win, dt = window.win, window.datatype
-        target = (op.disp, op.count, dt)
-        keep: object = op  # holds origin/result/compare arrays
+        target = op.target
+        inline = self._inline(window, target)
+        if not inline:
+            self._ring(target)
         with map_transport_errors(f"issue {op.kind.value}"):
             if op.kind is RmaKind.COMPARE_AND_SWAP:
-                win.Compare_and_swap([op.origin, dt], [op.compare, dt], [op.result, dt], op.target, op.disp)
-                # Bounded: intra-node RMA is passive.  After this the result buffer is filled.
-                win.Flush_local(op.target)
-                self._completed.append((win_id, token))
-                return
+                # No request-based form: blocking for a microsecond into shared memory, else in
+                # the worker thread.
+                def cas() -> None:
+                    win.Compare_and_swap([op.origin, dt], [op.compare, dt], [op.result, dt], target, op.disp)
+                    win.Flush_local(target)
+
+                if inline:
+                    cas()
+                    return True
+                self._in_thread(cas, lambda _: self._op_done(win_id, token))
+                return False
+            spec = (op.disp, op.count, dt)
+            keep: object = op  # holds origin/result arrays until completion
             if op.kind is RmaKind.PUT:
-                request = win.Rput([op.origin, dt], op.target, target)
+                request = win.Rput([op.origin, dt], target, spec)
             elif op.kind is RmaKind.GET:
-                request = win.Rget([op.result, dt], op.target, target)
+                request = win.Rget([op.result, dt], target, spec)
             elif op.kind is RmaKind.ACCUMULATE:
-                request = win.Raccumulate([op.origin, dt], op.target, target, _MPI_OPS[op.op])
+                request = win.Raccumulate([op.origin, dt], target, spec, _MPI_OPS[op.op])
             else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
-                # NO_OP ignores the origin, which the engine may leave out; MPI still wants one.
+                # NO_OP ignores the origin, which the window may leave out; MPI still wants one.
                 origin = op.origin if op.origin is not None else np.empty_like(op.result)
                 keep = (op, origin)
-                request = win.Rget_accumulate(
-                    [origin, dt], [op.result, dt], op.target, target, _MPI_OPS[op.op]
+                request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, _MPI_OPS[op.op])
+            if request.Test():
+                return True
+        self._pending.setdefault((win_id, target), []).append((token, request, keep))
+        return False
+
+    def flush(self, win_id: int, target: int, upto: int) -> bool:
+        """Remote completion of every op issued so far to ``target``; True when done at once."""
+        window = self._windows[win_id]
+        mine = self._pending.pop((win_id, target), [])
+        requests = [request for _, request, _ in mine]
+        if self._inline(window, target):
+            with map_transport_errors("flush"):
+                window.win.Flush(target)  # about a microsecond: shared memory
+                if requests:
+                    MPI.Request.Waitall(requests)  # complete already; releases them
+            for token, _, _ in mine:
+                self._op_done(win_id, token)
+            if window.notify:
+                self._ring(target)
+            return True
+        self._ring(target)
+
+        def flush() -> None:
+            window.win.Flush(target)
+            if requests:
+                MPI.Request.Waitall(requests)
+
+        def done(_: object) -> None:
+            for token, _, _ in mine:
+                self._op_done(win_id, token)
+            if window.notify:
+                self._ring(target)
+            assert self._sink is not None
+            self._sink.flushed(win_id, target, upto)
+
+        self._in_thread(flush, done)
+        return False
+
+    # ------------------------------------------------------------------ control region
+
+    def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``."""
+        window = self._windows[win_id]
+        buf = np.array([value], np.int64)
+        with map_transport_errors("control write"):
+            if self._passive[dest]:
+                # Shared memory: MPICH applies it in the call; Flush_local releases the buffer.
+                window.ctrl.Accumulate([buf, MPI.INT64_T], dest, index, _CONTROL_OPS[op])
+                window.ctrl.Flush_local(dest)
+            else:
+                request = window.ctrl.Raccumulate(
+                    [buf, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
                 )
-        self._pending.append(_Pending(win_id, token, op.target, request, keep))
+                if not request.Test():
+                    self._writes.append((request, buf))
+        if dest != self.rank:
+            self._ring(dest)
 
-    def flush(self, win_id: int, target: int, upto: int) -> None:
-        """Ask for remote completion of every op issued so far to ``target``; reported by poll."""
-        self._flushes.append((win_id, target, upto))
+    def control_fetch(
+        self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> int | None:
+        """An atomic with a result on ``dest``'s control word ``index``: the old value now (shared
+        memory), or None and ``sink.fetched`` later."""
+        window = self._windows[win_id]
+        ctrl = window.ctrl
+        origin = np.array([value], np.int64)
+        result = np.zeros(1, np.int64)
+        expected = np.array([compare], np.int64)
 
-    def send(self, dest: int, packet: ControlPacket) -> None:
-        """Send ``packet`` to ``dest`` (possibly ourselves); MPI keeps same-pair order."""
-        data = packet.encode()
-        with map_transport_errors("send control packet"):
-            request = self._ctrl_comm.Isend([data, MPI.BYTE], dest, _CTRL_TAG)
-        self._sends.append((request, data))
-        if dest == self.rank:
-            self._unclaimed_rings += 1  # our own packet: do not park before receiving it
-            self._last_ring = time.monotonic()
-            return
-        address = self._doorbell_peers.get(dest)
-        if address is not None:
-            # Ring after the packet is sent, so a woken peer finds it.  A full socket buffer
-            # (BlockingIOError) means unread rings are already waiting: the wake-up is not lost.
-            with contextlib.suppress(BlockingIOError):
-                self._doorbell.sendto(b"\x01", address)
+        def atomic() -> None:
+            if op is AtomicOp.CAS:
+                ctrl.Compare_and_swap(
+                    [origin, MPI.INT64_T], [expected, MPI.INT64_T], [result, MPI.INT64_T], dest, index
+                )
+            else:
+                ctrl.Fetch_and_op([origin, MPI.INT64_T], [result, MPI.INT64_T], dest, index, _CONTROL_OPS[op])
+            ctrl.Flush_local(dest)
 
-    def idle_fileno(self) -> int | None:
-        """A file descriptor that becomes readable when a peer sent us a control packet, or None
-        when the rank must keep polling: some peer cannot ring it (another host), or a window
-        exposes user memory (``Win.Create``).  Measured with the mpich wheel: RMA into Win.Create
-        memory is carried by active messages that complete only when the *target* enters MPI
-        (a parked target made every put wait for its next guard poll), whereas Win.Allocate
-        memory is shared and truly passive."""
-        if self._doorbell is None or len(self._doorbell_peers) != self.size - 1:
-            return None
-        if any(not window.allocated for window in self._windows.values()):
-            return None
-        return self._doorbell.fileno()
+        with map_transport_errors("control fetch"):
+            if self._passive[dest]:
+                atomic()
+                return int(result[0])
+            self._ring(dest)
+            if op is AtomicOp.CAS:
+                self._in_thread(atomic, lambda _: self._fetched(win_id, token, result))
+                return None
+            request = ctrl.Rget_accumulate(
+                [origin, MPI.INT64_T], [result, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
+            )
+        self._fetches.append((win_id, token, request, result))
+        return None
 
-    def busy(self) -> bool:
-        """Ops, flushes or sends of ours are outstanding: their completion rings no doorbell."""
-        return bool(self._pending or self._flushes or self._completed or self._sends)
-
-    def expecting(self) -> bool:
-        """A peer rang (or we sent ourselves a packet), but the packet has not been received yet:
-        keep polling, do not park.  Bounded to a few milliseconds after the last ring, so a count
-        that drifted up can cost a short spin, never a spinning rank."""
-        return self._unclaimed_rings > 0 and time.monotonic() - self._last_ring < _RING_PATIENCE
+    # ------------------------------------------------------------------ polling
 
     def poll(self) -> bool:
-        """Receive packets, report completed ops and flushes, retire finished sends.
-
-        Returns True iff anything was reported to the sink.  Sink callbacks may call issue/flush/
-        send: all state is updated before each callback, and new work is picked up by later polls.
-        """
+        """Drive MPI progress, report completed requests and changed control regions.  True iff
+        anything was reported."""
         sink = self._sink
         assert sink is not None, "attach() a sink before polling"
-        self._drain_doorbell()
-        busy = self._receive_packets(sink)
-        busy |= self._report_ops(sink)
-        busy |= self._run_flushes(sink)
-        self._retire_sends()
-        return busy
+        if self._doorbell is not None:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while self._doorbell.recv(64):
+                    pass
+        active = False
+        with map_transport_errors("poll"):
+            # Drives MPI progress, which MPICH's peers may need (DESIGN §6); nothing is ever
+            # sent on this communicator, so it never matches.
+            self._probe_comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+            if self._pending:
+                active |= self._test_pending()
+            if self._fetches:
+                active |= self._test_fetches()
+            if self._writes:
+                self._writes = [(r, b) for r, b in self._writes if not r.Test()]
+            for win_id, window in list(self._windows.items()):
+                window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
+                raw = window.control.tobytes()
+                if raw != window.seen:
+                    window.seen = raw
+                    sink.control_changed(win_id)
+                    active = True
+        return active
 
-    def _drain_doorbell(self) -> None:
-        # The rings carry no data (a stray datagram costs at most a spurious wake-up); empty the
-        # socket so that it becomes readable again only for new rings.
-        if self._doorbell is None:
-            return
-        rings = 0
-        with contextlib.suppress(BlockingIOError):
-            while self._doorbell.recv(64):
-                rings += 1
-        now = time.monotonic()
-        if rings:
-            self._unclaimed_rings += rings
-            self._last_ring = now
-        elif self._unclaimed_rings and now - self._last_ring > _RING_RESYNC:
-            self._unclaimed_rings = 0
-
-    def _receive_packets(self, sink: Sink) -> bool:
-        arrived: list[tuple[int, ControlPacket]] = []
-        status = MPI.Status()
-        with map_transport_errors("receive control packet"):
-            # Improbe also drives MPI progress, which MPICH's peers need (DESIGN §6).
-            while (msg := self._ctrl_comm.Improbe(MPI.ANY_SOURCE, _CTRL_TAG, status)) is not None:
-                data = bytearray(status.Get_count(MPI.BYTE))
-                msg.Recv([data, MPI.BYTE])
-                # A malformed packet is dropped, never raised (nothing here should send one).
-                with contextlib.suppress(ValueError):
-                    arrived.append((status.Get_source(), ControlPacket.decode(data)))
-        # A packet may be the flag after data put into our memory: make those stores visible
-        # to this thread's loads (unified memory model) before the engine reads the window.
-        with map_transport_errors("window sync"):
-            for win_id in {packet.win_id for _, packet in arrived}:
-                if (window := self._windows.get(win_id)) is not None:
-                    window.win.Sync()
-        # Rings read plus packets sent to ourselves, minus packets received.  No clamping at
-        # zero: a packet is often received before its ring is read, and the ring read later must
-        # then cancel out, not look like a packet still to come.
-        if arrived:
-            self._unclaimed_rings -= len(arrived)
-            self._last_ring = time.monotonic()
-        for src, packet in arrived:
-            sink.packet_received(src, packet)
-        return bool(arrived)
-
-    def _report_ops(self, sink: Sink) -> bool:
-        done, self._completed = self._completed, []
-        if self._pending:
-            with map_transport_errors("test RMA requests"):
-                indices = MPI.Request.Testsome([p.request for p in self._pending])
-            if indices:
-                finished = set(indices)
-                done += [(p.win_id, p.token) for i, p in enumerate(self._pending) if i in finished]
-                self._pending = [p for i, p in enumerate(self._pending) if i not in finished]
+    def _test_pending(self) -> bool:
+        done: list[tuple[int, int]] = []
+        for key, entries in list(self._pending.items()):
+            left = []
+            for entry in entries:
+                if entry[1].Test():
+                    done.append((key[0], entry[0]))
+                else:
+                    left.append(entry)
+            if left:
+                self._pending[key] = left
+            else:
+                del self._pending[key]
         for win_id, token in done:
-            sink.op_completed(win_id, token)
+            self._op_done(win_id, token)
         return bool(done)
 
-    def _run_flushes(self, sink: Sink) -> bool:
-        flushes, self._flushes = self._flushes, []
-        if not flushes:
+    def _test_fetches(self) -> bool:
+        done = [entry for entry in self._fetches if entry[2].Test()]
+        if not done:
             return False
-        # Compare-and-swaps issued before these flushes must be reported before them.
-        self._report_ops(sink)
-        for win_id, target, upto in flushes:
-            window = self._windows[win_id]
-            key = (win_id, target)
-            mine = [p for p in self._pending if (p.win_id, p.target) == key]
-            self._pending = [p for p in self._pending if (p.win_id, p.target) != key]
-            with map_transport_errors("flush"):
-                window.win.Flush(target)  # bounded: intra-node RMA is passive
-                # Flush completed them; Waitall only releases the requests.
-                MPI.Request.Waitall([p.request for p in mine])
-            for p in mine:
-                sink.op_completed(p.win_id, p.token)
-            sink.flushed(win_id, target, upto)
+        self._fetches = [entry for entry in self._fetches if entry not in done]
+        for win_id, token, _request, result in done:
+            self._fetched(win_id, token, result)
         return True
 
-    def _retire_sends(self) -> None:
-        if not self._sends:
-            return
-        with map_transport_errors("test control sends"):
-            indices = MPI.Request.Testsome([request for request, _ in self._sends])
-        if indices:
-            finished = set(indices)
-            self._sends = [s for i, s in enumerate(self._sends) if i not in finished]
+    def doorbell(self) -> int | None:
+        return self._doorbell.fileno() if self._doorbell is not None else None
+
+    def must_keep_polling(self) -> bool:
+        """Own requests in flight (their completion rings nothing), or a ``win_create`` window
+        that peers may access at any time by active messages that need our progress."""
+        if self._pending or self._fetches or self._writes:
+            return True
+        return any(not window.allocated for window in self._windows.values())
+
+    # ------------------------------------------------------------------ helpers
+
+    def _op_done(self, win_id: int, token: int) -> None:
+        assert self._sink is not None
+        self._sink.op_completed(win_id, token)
+
+    def _fetched(self, win_id: int, token: int, result: np.ndarray) -> None:
+        assert self._sink is not None
+        self._sink.fetched(win_id, token, int(result[0]))
+
+    def _in_thread(self, call: Callable[[], None], then: Callable[[Any], None]) -> None:
+        """Run the blocking MPI ``call`` in the RMA worker; ``then`` runs on the loop after it."""
+        loop = self._loop
+        assert loop is not None
+        future = loop.run_in_executor(self._blocking, call)
+        self._in_threads += 1
+
+        def finished(f: asyncio.Future[None]) -> None:
+            self._in_threads -= 1
+            if f.cancelled():
+                return
+            error = f.exception()
+            if error is not None:
+                # Raised to the engine's driver through the sink; the engine fails for good.
+                raise error
+            then(None)
+
+        future.add_done_callback(finished)
+
+    def _ring(self, dest: int) -> None:
+        address = self._bells[dest]
+        if address is not None:
+            # A full socket buffer means unread rings are already waiting; a refused or dropped
+            # datagram costs the peer a guard poll, never correctness.
+            with contextlib.suppress(OSError):
+                self._doorbell.sendto(b"", address)  # type: ignore[union-attr]
 
     async def close(self) -> None:
-        """Collective.  Free the duplicate communicators and stop the worker; idempotent."""
+        """Collective.  Free the duplicate communicators and stop the workers; idempotent."""
         if self._closed:
             return
         self._closed = True
 
         def free() -> None:
             with map_transport_errors("close"):
-                self._ctrl_comm.Free()
+                self._probe_comm.Free()
                 self._win_comm.Free()
 
         try:
             await self._collective(free)
         finally:
-            if self._executor is not None:
-                self._executor.shutdown()
+            self._collectives.shutdown()
+            self._blocking.shutdown()
             if self._doorbell is not None:
                 self._doorbell.close()
 
 
-def _open_doorbells(comm: MPI.Intracomm) -> tuple[socket.socket | None, dict[int, str]]:
-    """Bind this rank's doorbell and learn the addresses of the peers on the same host.
+def _open_doorbells(
+    comm: MPI.Intracomm, hosts: list[str]
+) -> tuple[socket.socket | None, list[tuple[str, int] | None]]:
+    """Bind this rank's UDP doorbell and learn every peer's address (None: cannot be rung).
 
-    A doorbell is a non-blocking UNIX datagram socket in the abstract namespace, named after the
-    job (a random id from rank 0) and the rank.  Collective and blocking: start-up only.
+    A peer on this host is rung on the loopback address; one on another host at the address its
+    host name resolves to there.  Collective and blocking: start-up only.
     """
-    job = comm.bcast(uuid.uuid4().hex if comm.Get_rank() == 0 else None, root=0)
     rank = comm.Get_rank()
     doorbell: socket.socket | None = None
+    address: tuple[str, int] | None = None
     try:
-        doorbell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        doorbell.bind(f"\0aiorma-{job}-{rank}")
+        doorbell = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        doorbell.bind(("0.0.0.0", 0))
         doorbell.setblocking(False)
-    except OSError:  # no abstract UNIX sockets here: fall back to polling
+        try:
+            ip = socket.gethostbyname(hosts[rank])
+        except OSError:  # an unresolvable host name: peers on this machine can still ring
+            ip = "127.0.0.1"
+        address = (ip, doorbell.getsockname()[1])
+    except OSError:  # no UDP here: peers poll us on their guard interval instead
         if doorbell is not None:
             doorbell.close()
         doorbell = None
-    hosts = comm.allgather((socket.gethostname(), doorbell is not None))
-    here = hosts[rank][0]
-    peers = {
-        r: f"\0aiorma-{job}-{r}"
-        for r, (host, bound) in enumerate(hosts)
-        if r != rank and host == here and bound
-    }
-    return doorbell, peers
+    addresses = comm.allgather(address)
+    bells: list[tuple[str, int] | None] = []
+    for r, peer in enumerate(addresses):
+        if peer is None or r == rank:
+            bells.append(None)
+        elif hosts[r] == hosts[rank]:
+            bells.append(("127.0.0.1", peer[1]))
+        else:
+            bells.append(peer)
+    return doorbell, bells

@@ -48,14 +48,14 @@ import attrs
 import numpy as np
 
 from ..collectives.topology import Topology
-from ..engine.packets import ControlPacket
+from ..engine.control import AtomicOp
 from .base import RmaKind, RmaOp
 from .local import LocalNetwork
 
 T = TypeVar("T")
 
-#: Bytes of a control packet on the wire (the engine's fixed binary layout).
-PACKET_BYTES = 24
+#: Bytes of a control write on the wire (one int64 word and its address).
+CONTROL_BYTES = 16
 #: Bytes of a get request or of a fetching atomic's response header.
 REQUEST_BYTES = 16
 
@@ -288,22 +288,38 @@ class SimNetwork(LocalNetwork):
         # never 0: local.py applies zero-delay ops inside issue(), we want them on the clock
         return max(self.model.rma(origin, op, now) - now, 1e-12)
 
-    def deliver(self, src: int, dest: int, packet: ControlPacket) -> None:
-        """Send a control packet: it arrives after the model's wire time and is handed to the
-        destination's engine once the destination's CPU has spent ``o`` on it."""
+    def control_write(self, src: int, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
+        """A one-sided control write: it lands after the model's wire time, and the destination's
+        engine acts on it once the destination's CPU has spent ``o`` noticing it."""
         now = asyncio.get_running_loop().time()
         self.model.counters[src].packets += 1
-        arrival = self.model.send(src, dest, PACKET_BYTES, now)
-        self.events.at_fifo((src, dest, 0), arrival, self._arrived, src, dest, packet)
+        arrival = self.model.send(src, dest, CONTROL_BYTES, now)
+        self.events.at_fifo((src, dest, 0), arrival, self._landed, dest, win_id, index, op, value)
 
-    def _arrived(self, src: int, dest: int, packet: ControlPacket) -> None:
+    def _landed(self, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
+        self._apply_write(dest, win_id, index, op, value, report=False)
         seen = self.model.receive(dest, asyncio.get_running_loop().time())
-        self.events.at_fifo((src, dest, 1), seen, self._hand_over, src, dest, packet)
+        self.events.at(seen, self._report_change, dest, win_id)
 
-    def _hand_over(self, src: int, dest: int, packet: ControlPacket) -> None:
-        sink = self.endpoints[dest].sink
+    def control_fetch(
+        self, src: int, dest: int, win_id: int, token: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> int | None:
+        """A fetching atomic on a control word costs what a fetch_and_op of one word costs."""
+        now = asyncio.get_running_loop().time()
+        word = np.zeros(1, np.int64)
+        done = self.model.rma(src, RmaOp(RmaKind.FETCH_AND_OP, dest, 0, origin=word, result=word), now)
+        self.events.at(done, self._fetch_done, src, dest, win_id, token, index, op, value, compare)
+        return None
+
+    def _fetch_done(
+        self, src: int, dest: int, win_id: int, token: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> None:
+        if self._control_of(dest, win_id) is None:
+            return  # freed meanwhile
+        old = self.apply_fetch(dest, win_id, index, op, value, compare)
+        sink = self.endpoints[src].sink
         if sink is not None:
-            sink.packet_received(src, packet)
+            sink.fetched(win_id, token, old)
 
 
 # ------------------------------------------------------------------------- virtual clock

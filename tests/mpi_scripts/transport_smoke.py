@@ -1,8 +1,9 @@
 """MpiEndpoint smoke test, run on every rank by tests/test_transport_mpi.py.
 
 Each rank does every kind of RMA op into its right neighbour on a win_create window and a
-win_allocate window, flushes, then sends the neighbour a "done" packet (data before flag); each
-rank checks, after its left neighbour's packet arrives, exactly what landed in its memory.
+win_allocate window, flushes, then raises a word of the neighbour's control region (data before
+flag); each rank checks, once its left neighbour's word has risen, exactly what landed in its
+memory.  Control fetches (swap, compare-and-swap, sum) are checked on a word every rank hits.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 from aiorma.constants import Op
-from aiorma.engine.packets import ControlPacket, PacketKind
+from aiorma.engine.control import AtomicOp
 from aiorma.errors import RmaTypeError
 from aiorma.transport.base import RmaKind, RmaOp
 from aiorma.transport.mpi import MpiEndpoint
@@ -25,10 +26,14 @@ CREATED, ALLOCATED, MISMATCHED = 1, 2, 3
 class RecordingSink:
     def __init__(self) -> None:
         self.events: list[tuple] = []
-        self.packets: list[tuple[int, ControlPacket]] = []
+        self.changed: list[int] = []
+        self.fetches: dict[int, int] = {}
 
-    def packet_received(self, src: int, packet: ControlPacket) -> None:
-        self.packets.append((src, packet))
+    def control_changed(self, win_id: int) -> None:
+        self.changed.append(win_id)
+
+    def fetched(self, win_id: int, token: int, old: int) -> None:
+        self.fetches[token] = old
 
     def op_completed(self, win_id: int, token: int) -> None:
         self.events.append(("op", win_id, token))
@@ -60,20 +65,21 @@ async def main() -> None:
     ep.attach(sink)
     rank, size = ep.rank, ep.size
     right, left = (rank + 1) % size, (rank - 1) % size
-    assert ep.wants_polling()
+    assert ep.polled
 
     # Differing dtypes fail on every rank, before any window exists; the endpoint stays usable.
     try:
-        await ep.create_window(MISMATCHED, None, 4, np.dtype("i8" if rank % 2 else "i4"))
+        await ep.create_window(MISMATCHED, None, 4, np.dtype("i8" if rank % 2 else "i4"), 4)
     except RmaTypeError:
         pass
     else:
         raise AssertionError("dtype mismatch not detected")
 
     user = np.arange(16, dtype="i8") + 100 * rank
-    layout1 = await ep.create_window(CREATED, user, user.size, user.dtype)
+    layout1 = await ep.create_window(CREATED, user, user.size, user.dtype, 4)
     assert layout1.memory is user and layout1.counts == (16,) * size
-    layout2 = await ep.create_window(ALLOCATED, None, 6 + rank, np.dtype("f8"))
+    assert layout1.control.tolist() == [0] * 4
+    layout2 = await ep.create_window(ALLOCATED, None, 6 + rank, np.dtype("f8"), 4)
     assert layout2.counts == tuple(6 + r for r in range(size))
     assert layout2.memory.dtype == np.dtype("f8") and layout2.memory.size == 6 + rank
     assert (layout2.memory == 0).all()
@@ -125,13 +131,12 @@ async def main() -> None:
         RmaOp(RmaKind.ACCUMULATE, t, 2, origin=arr([1.5], f8), op=Op.SUM),
         RmaOp(RmaKind.GET_ACCUMULATE, t, 3, origin=arr([2.0, 3.0], f8), result=res_f, op=Op.REPLACE),
     ]
-    for token, op in enumerate(ops1):
-        ep.issue(CREATED, token, op)
-    for token, op in enumerate(ops2):
-        ep.issue(ALLOCATED, token, op)
-    ep.flush(CREATED, t, len(ops1))
-    ep.flush(ALLOCATED, t, len(ops2))
-    assert sink.events == [], "sink called from issue/flush"
+    for win_id, ops in [(CREATED, ops1), (ALLOCATED, ops2)]:
+        for token, op in enumerate(ops):
+            if ep.issue(win_id, token, op):  # locally complete at once: reported by nobody
+                sink.op_completed(win_id, token)
+        if ep.flush(win_id, t, len(ops)):
+            sink.flushed(win_id, t, len(ops))
 
     flushed = {("flushed", CREATED, t, len(ops1)), ("flushed", ALLOCATED, t, len(ops2))}
     await poll_until(ep, lambda: flushed <= set(sink.events))
@@ -150,15 +155,29 @@ async def main() -> None:
     assert res["gacc_noop"].tolist() == base[11:13].tolist()
     assert res_f.tolist() == [0.0, 0.0]
 
-    # Data before flag: the packet goes out only after the flush was reported.
-    done = ControlPacket(PacketKind.GATS_DONE, CREATED, 1)
-    seen = len(sink.packets)  # the left neighbour's packet may already be here
-    ep.send(right, done)
-    ep.send(rank, ControlPacket(PacketKind.FENCE, ALLOCATED, 7, 8))  # to self
-    assert len(sink.packets) == seen, "sink called from send"
-    await poll_until(ep, lambda: len(sink.packets) == 2)
-    assert (left, done) in sink.packets
-    assert (rank, ControlPacket(PacketKind.FENCE, ALLOCATED, 7, 8)) in sink.packets
+    # Data before flag: the word is raised only after the flush was reported.
+    control = layout1.control
+    ep.control_write(CREATED, right, 0, AtomicOp.MAX, 7)
+    ep.control_write(CREATED, right, 0, AtomicOp.MAX, 3)  # max: never lowers it
+    ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)  # to self
+    ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)
+    # The memory may change before poll reports it; poll must report it.
+    await poll_until(ep, lambda: control[0] == 7 and control[1] == 4 and CREATED in sink.changed)
+
+    # Fetching atomics on rank 0's word 2 (swap, sum, compare-and-swap), from every rank.
+    answers = {}
+    for token, (op, value, compare) in enumerate(
+        [(AtomicOp.SUM, 1, 0), (AtomicOp.NO_OP, 0, 0), (AtomicOp.CAS, -1, -2)]
+    ):
+        old = ep.control_fetch(ALLOCATED, token, 0, 2, op, value, compare)
+        if old is not None:
+            answers[token] = old
+    await poll_until(ep, lambda: len(answers) + len(sink.fetches) == 3)
+    answers.update(sink.fetches)
+    assert 0 <= answers[0] < size and answers[1] >= answers[0] + 1 and answers[2] >= 1, answers
+    MPI.COMM_WORLD.Barrier()  # every rank's sum is in
+    if rank == 0:
+        await poll_until(ep, lambda: layout2.control[2] == size)
 
     # What the left neighbour did to this rank's memory.
     mine = np.arange(16, dtype="i8") + 100 * rank
@@ -177,7 +196,6 @@ async def main() -> None:
     assert await ep.free_window(CREATED) is None
     copy = await ep.free_window(ALLOCATED)
     assert copy is not None and copy.tolist() == expect_f.tolist()
-    assert not ep.poll()
     await ep.close()
     await ep.close()  # idempotent
     print(f"OK {rank}/{size}", flush=True)

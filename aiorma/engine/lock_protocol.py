@@ -1,0 +1,247 @@
+"""Passive-target locks taken and released with remote atomics: the target's CPU is never needed.
+
+One :class:`QueueLock` is one lock request of this rank towards one target (a lock epoch's or a
+lock_all epoch's dealings with that target).  It is a state machine driven by the results of the
+atomics it asked for and by words of this rank's own control region (:mod:`.control`).
+
+Theory of operation (an MCS queue lock, Mellor-Crummey & Scott 1991, with a reader count; foMPI
+keeps its lock words at the target in the same spirit):
+
+* **Queue (fairness).**  Every request, shared or exclusive, swaps itself (rank + 1) into the
+  target's ``LOCK_TAIL``.  The old tail is its predecessor: if there is none, the request is at
+  the *head* of the queue at once; otherwise it writes its rank into the predecessor's
+  ``LOCK_NEXT[target]`` and waits until its own ``LOCK_HANDOFF[target]`` rises.  Requests reach
+  the head in the order they swapped, so no origin starves.
+* **Readers.**  At the head, a shared request adds 1 to the target's ``LOCK_STATE`` (the reader
+  count) and hands the head on at once: consecutive readers hold the lock together.  On release
+  it subtracts 1.
+* **Writers.**  At the head, an exclusive request reads ``LOCK_STATE``; with no reader it holds
+  the lock (and keeps the head, so no reader can join).  Otherwise it adds ``(rank + 1) << 20``
+  (its name in the writer field) and, if readers were still there when it did, waits until its
+  ``LOCK_DRAINED[target]`` rises: the reader whose subtraction finds the count at 1 and a writer
+  named is the last one out, and tells that writer.  The writer then clears its name.
+* **Handing the head on.**  If ``LOCK_NEXT`` names a successor, reset it and add 1 to the
+  successor's ``LOCK_HANDOFF``.  If not, compare-and-swap the tail from ourselves to 0; if that
+  fails, a successor has swapped itself in but not yet written our ``LOCK_NEXT``: wait for it.
+
+Every wait is on this rank's own memory.  The engine allows one active request per target, so
+``LOCK_NEXT``/``LOCK_HANDOFF``/``LOCK_DRAINED`` of a target are never shared by two requests.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+import numpy as np
+
+from .control import READER_BITS, READER_MASK, AtomicOp, ControlLayout, Word
+
+
+class Head(enum.Enum):
+    """Where this request stands in the target's queue."""
+
+    NONE = "none"
+    ENQUEUING = "enqueuing"  # tail swap in flight
+    QUEUED = "queued"  # behind a predecessor, waiting for LOCK_HANDOFF
+    AT_HEAD = "at head"
+    PASSING = "passing"  # compare-and-swap of the tail in flight
+    AWAITING_NEXT = "awaiting next"  # a successor swapped in; waiting for its LOCK_NEXT write
+    PASSED = "passed"  # head handed on (or queue emptied)
+
+
+class Hold(enum.Enum):
+    """Whether this request holds the lock."""
+
+    WAITING = "waiting"
+    JOINING = "joining"  # reader: increment in flight
+    CHECKING = "checking"  # writer: reading the reader count
+    REGISTERING = "registering"  # writer: naming itself in LOCK_STATE
+    DRAINING = "draining"  # writer: waiting for the last reader's LOCK_DRAINED
+    CLEARING = "clearing"  # writer: removing its name
+    HELD = "held"
+    LEAVING = "leaving"  # reader: decrement in flight
+    RELEASED = "released"
+
+
+@attrs.define
+class LockCounts:
+    """Hand-offs and drains this rank has been told of by one target's queue, over all its
+    requests there: the next request waits for one more than these (sum-words never reset)."""
+
+    handoffs: int = 0
+    drains: int = 0
+
+
+class LockIO(Protocol):
+    """What a QueueLock needs from its engine."""
+
+    control: np.ndarray
+    layout: ControlLayout
+
+    def control_fetch(
+        self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
+    ) -> None: ...
+
+    def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
+
+
+class QueueLock:
+    """One lock request of ``rank`` towards ``target``; see the module docstring."""
+
+    def __init__(
+        self,
+        io: LockIO,
+        rank: int,
+        target: int,
+        exclusive: bool,
+        counts: LockCounts,
+        on_granted: Callable[[], None],
+        on_released: Callable[[], None],
+    ) -> None:
+        self.io = io
+        self.me = rank + 1
+        self.target = target
+        self.exclusive = exclusive
+        self.head = Head.NONE
+        self.hold = Hold.WAITING
+        self.counts = counts
+        self.handoffs_needed = 0  # LOCK_HANDOFF[target] value that means "head is mine"
+        self.drains_needed = 0
+        self.release_requested = False
+        self._on_granted = on_granted
+        self._on_released = on_released
+        layout = io.layout
+        self._handoff = layout.index(Word.LOCK_HANDOFF, target)
+        self._drained = layout.index(Word.LOCK_DRAINED, target)
+        self._next = layout.index(Word.LOCK_NEXT, target)
+
+    @property
+    def done(self) -> bool:
+        return self.head is Head.PASSED and self.hold is Hold.RELEASED
+
+    # ------------------------------------------------------------------ driving it
+
+    def acquire(self) -> None:
+        """Start: swap into the tail."""
+        self.head = Head.ENQUEUING
+        self._fetch(self.io.layout.lock_tail, AtomicOp.REPLACE, self.me, 0, self._enqueued)
+
+    def release(self) -> None:
+        """The epoch's RMA to ``target`` is remotely complete: give the lock back."""
+        if self.hold is not Hold.HELD:
+            raise RuntimeError(f"release of a lock request in state {self.hold.value}")
+        self.release_requested = True
+        if self.exclusive:
+            self.hold = Hold.RELEASED
+            self._pass_head()
+        else:
+            self.hold = Hold.LEAVING
+            self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -1, 0, self._left)
+
+    def control_changed(self) -> None:
+        """Re-read the words this request may be waiting on."""
+        control = self.io.control
+        if self.head is Head.QUEUED and control[self._handoff] >= self.handoffs_needed:
+            self.head = Head.AT_HEAD
+            self._at_head()
+        if self.head is Head.AWAITING_NEXT and control[self._next] != 0:
+            self._pass_to_next()
+        if self.hold is Hold.DRAINING and control[self._drained] >= self.drains_needed:
+            self.hold = Hold.CLEARING
+            self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -(self.me << READER_BITS), 0, self._cleared)
+
+    # ------------------------------------------------------------------ the steps
+
+    def _fetch(self, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]) -> None:
+        self.io.control_fetch(self.target, index, op, value, compare, then)
+
+    def _enqueued(self, predecessor: int) -> None:
+        if predecessor == 0:
+            self.head = Head.AT_HEAD
+            self._at_head()
+            return
+        self.counts.handoffs += 1
+        self.handoffs_needed = self.counts.handoffs
+        self.head = Head.QUEUED
+        self.io.control_write(
+            predecessor - 1, self.io.layout.index(Word.LOCK_NEXT, self.target), AtomicOp.MAX, self.me
+        )
+        self.control_changed()  # the hand-off may already be here (a fast predecessor)
+
+    def _at_head(self) -> None:
+        state = self.io.layout.lock_state
+        if self.exclusive:
+            self.hold = Hold.CHECKING
+            self._fetch(state, AtomicOp.NO_OP, 0, 0, self._checked)
+        else:
+            self.hold = Hold.JOINING
+            self._fetch(state, AtomicOp.SUM, 1, 0, self._joined)
+
+    def _joined(self, _old: int) -> None:
+        self._grant()
+        self._pass_head()  # readers behind us may join too
+
+    def _checked(self, old: int) -> None:
+        if old & READER_MASK == 0:
+            self._grant()
+            return
+        self.hold = Hold.REGISTERING
+        self._fetch(self.io.layout.lock_state, AtomicOp.SUM, self.me << READER_BITS, 0, self._registered)
+
+    def _registered(self, old: int) -> None:
+        if old & READER_MASK == 0:  # the readers left between our two looks: no drain will come
+            self.hold = Hold.CLEARING
+            self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -(self.me << READER_BITS), 0, self._cleared)
+            return
+        self.counts.drains += 1
+        self.drains_needed = self.counts.drains
+        self.hold = Hold.DRAINING
+        self.control_changed()
+
+    def _cleared(self, _old: int) -> None:
+        self._grant()
+
+    def _grant(self) -> None:
+        self.hold = Hold.HELD
+        self._on_granted()
+
+    def _left(self, old: int) -> None:
+        writer = old >> READER_BITS
+        if old & READER_MASK == 1 and writer:
+            self.io.control_write(
+                writer - 1, self.io.layout.index(Word.LOCK_DRAINED, self.target), AtomicOp.SUM, 1
+            )
+        self.hold = Hold.RELEASED
+        self._check_done()
+
+    def _pass_head(self) -> None:
+        if self.io.control[self._next] != 0:
+            self._pass_to_next()
+            return
+        self.head = Head.PASSING
+        self._fetch(self.io.layout.lock_tail, AtomicOp.CAS, 0, self.me, self._tail_swapped)
+
+    def _tail_swapped(self, old: int) -> None:
+        if old == self.me:
+            self.head = Head.PASSED
+            self._check_done()
+            return
+        self.head = Head.AWAITING_NEXT
+        self.control_changed()
+
+    def _pass_to_next(self) -> None:
+        control = self.io.control
+        successor = int(control[self._next])
+        control[self._next] = 0  # ours alone until we swap into a tail again
+        self.io.control_write(
+            successor - 1, self.io.layout.index(Word.LOCK_HANDOFF, self.target), AtomicOp.SUM, 1
+        )
+        self.head = Head.PASSED
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if self.done:
+            self._on_released()

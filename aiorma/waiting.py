@@ -1,0 +1,159 @@
+"""The one waiting policy of a rank: when to spin, when to park, and on what.
+
+Everything in aiorma that waits for a peer — an epoch's grant or "done", a lock hand-off, a
+collective's flag — waits for a word of this rank's own memory to change.  Nothing announces the
+change (the peer wrote it one-sidedly), so on a polled transport (MPI) someone has to look: the
+:class:`Waiter`'s task.  It runs while the rank has windows, and each turn it polls the endpoint
+(which drives MPI progress, reports completions and finds changed control regions) and re-checks
+every registered flag watcher.  Between turns:
+
+* **Spin** while there was activity within the spin window: yield to the event loop
+  (``asyncio.sleep(0)``), so other tasks run, and poll again.  When this node has more ranks
+  than cores, also ``os.sched_yield()`` — a spinning rank must hand its core to a rank that has
+  work — and keep the window short.
+* **Park** when the spin window has passed: wait for the endpoint's doorbell (a peer that wrote
+  our control region, or needs our MPI progress, rings it) with ``loop.add_reader``, costing no
+  CPU.  A parked rank still polls after a guard interval: 1 ms while some progress can only be
+  made by our own polling (own requests in flight, or windows on user memory that MPICH serves by
+  active messages), else 50 ms in case a ring was lost (a datagram between hosts may be).
+
+Rings are hints; correctness never depends on one arriving, only speed.  The in-process
+transport reports every change by an event-loop callback and needs no task at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from .transport.base import Endpoint
+
+# Spin windows: how long after the last activity a waiting rank keeps polling before it parks.
+# With a core to itself a rank can afford to spin a while (a ping-pong stays on the fast path);
+# with more ranks than cores spinning takes CPU from ranks that have work, so it is short.
+_SPIN_OWN_CORE = 2e-3
+_SPIN_SHARED_CORE = 2e-4
+_GUARD_BUSY = 1e-3
+_GUARD_IDLE = 0.05
+
+
+class WaitSource(Protocol):
+    """Something with waits of its own on this rank's memory (a collectives flag watcher)."""
+
+    def check(self) -> bool:
+        """Finish every satisfied wait; True when any was."""
+
+    def waiting(self) -> bool:
+        """True while some wait is pending."""
+
+
+def cores_available() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class Waiter:
+    """Runs one rank's polling on a polled endpoint; see the module docstring."""
+
+    def __init__(self, endpoint: Endpoint, poll: Callable[[], bool], ranks_on_node: int = 1) -> None:
+        self._endpoint = endpoint
+        self._poll = poll  # one turn: poll the endpoint and act on what it found
+        self.polled = endpoint.polled
+        self.oversubscribed = ranks_on_node > cores_available()
+        self._spin = _SPIN_SHARED_CORE if self.oversubscribed else _SPIN_OWN_CORE
+        self._sources: list[WaitSource] = []
+        self._task: asyncio.Task[None] | None = None
+        self._parked: asyncio.Future[bool] | None = None
+        self._last_activity = time.perf_counter()
+        self._running = False
+
+    # -------------------------------------------------------------------- interface
+
+    def add_source(self, source: WaitSource) -> None:
+        self._sources.append(source)
+
+    def remove_source(self, source: WaitSource) -> None:
+        if source in self._sources:
+            self._sources.remove(source)
+
+    def start(self) -> None:
+        """Run the polling task (polled endpoints only); idempotent."""
+        if not self.polled or self._task is not None:
+            return
+        self._running = True
+        self._last_activity = time.perf_counter()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="aiorma waiter")
+
+    def wake(self) -> None:
+        """Something happened that the task should look at now (a call made progress, a worker
+        thread finished an operation): end a park and restart the spin window."""
+        self._last_activity = time.perf_counter()
+        parked = self._parked
+        if parked is not None and not parked.done():
+            parked.set_result(True)
+
+    def check_sources(self) -> bool:
+        fired = False
+        for source in list(self._sources):
+            fired |= source.check()
+        return fired
+
+    async def stop(self) -> None:
+        self._running = False
+        task, self._task = self._task, None
+        if task is not None:
+            self.wake()
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+
+    # -------------------------------------------------------------------- the task
+
+    async def _run(self) -> None:
+        endpoint = self._endpoint
+        spin, shared_core = self._spin, self.oversubscribed
+        while self._running:
+            active = self._poll()
+            if self._sources:
+                active |= self.check_sources()
+            now = time.perf_counter()
+            if active:
+                self._last_activity = now
+            if now - self._last_activity < spin:
+                if shared_core:
+                    os.sched_yield()
+                await asyncio.sleep(0)
+                continue
+            guard = _GUARD_BUSY if endpoint.must_keep_polling() else _GUARD_IDLE
+            if await self._park(endpoint.doorbell(), guard):
+                self._last_activity = time.perf_counter()
+
+    async def _park(self, fileno: int | None, timeout: float) -> bool:
+        """Wait until ``fileno`` is readable or :meth:`wake` is called (True), or ``timeout``
+        passes (False)."""
+        loop = asyncio.get_running_loop()
+        self._parked = ready = loop.create_future()
+        timer = loop.call_later(timeout, _settle, ready, False)
+        if fileno is not None:
+            loop.add_reader(fileno, _settle, ready, True)
+        try:
+            return await ready
+        finally:
+            timer.cancel()
+            if fileno is not None:
+                loop.remove_reader(fileno)
+            self._parked = None
+
+
+def _settle(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
