@@ -34,6 +34,7 @@ class ProgressDriver:
         # it is cleared then: whatever is left belonged to internal tokens nobody waits for.
         self._finished: dict[tuple[int, int], BaseException | None] = {}
         self._events: deque[tuple[Any, ...]] = deque()
+        self._dirty: set[int] = set()  # windows whose engines may have actions to drain
         self._pumping = False
         endpoint.attach(self)
         _drivers.add(self)
@@ -68,6 +69,7 @@ class ProgressDriver:
         """The Request of ``token``, just returned by an engine call: run what the call queued,
         then hand back an already-finished Request when the token is done (no future, no loop),
         else one that the engine's completion will finish."""
+        self._dirty.add(win_id)
         self.pump()
         finished = self._finished
         if finished:
@@ -95,8 +97,13 @@ class ProgressDriver:
 
     # ------------------------------------------------------------------- progress
 
+    def touched(self, win_id: int) -> None:
+        """An application call on window ``win_id`` may have queued engine actions."""
+        self._dirty.add(win_id)
+
     def progress(self) -> None:
         """Run the engines, poll the transport once, and run everything that follows from it."""
+        self._dirty.update(self.engines)
         self.pump()  # actions the calling API method queued (a flush, say) reach the transport first
         if self.endpoint.polled:
             if self._poll_turn():
@@ -114,25 +121,27 @@ class ProgressDriver:
         if self._pumping:
             return  # re-entered from a transport callback: the outer loop picks it up
         self._pumping = True
+        events, dirty, engines = self._events, self._dirty, self.engines
         try:
-            busy = True
-            while busy:
-                busy = False
-                while self._events:
-                    busy = True
-                    self._dispatch(self._events.popleft())
-                for engine in list(self.engines.values()):
-                    actions = engine.drain()
-                    if actions:
-                        busy = True
-                        self._execute(engine.win_id, actions)
+            while events or dirty:
+                while events:
+                    self._dispatch(events.popleft())
+                while dirty:
+                    win_id = dirty.pop()
+                    engine = engines.get(win_id)
+                    if engine is not None:
+                        actions = engine.drain()
+                        if actions:
+                            self._execute(win_id, actions)
         finally:
             self._pumping = False
 
     def _dispatch(self, event: tuple[Any, ...]) -> None:
-        engine = self.engines.get(event[1])
+        win_id = event[1]
+        engine = self.engines.get(win_id)
         if engine is None:
             return  # a stale report for a freed window
+        self._dirty.add(win_id)
         kind = event[0]
         if kind == "control":
             engine.control_changed()
@@ -143,23 +152,25 @@ class ProgressDriver:
 
     def _execute(self, win_id: int, actions: list[Any]) -> None:
         endpoint = self.endpoint
+        events = self._events
         for action in actions:
-            if isinstance(action, IssueRma):
+            kind = type(action)
+            if kind is IssueRma:
                 if endpoint.issue(win_id, action.token, action.payload):
                     self._finish(win_id, action.token, None)
-            elif isinstance(action, ControlWrite):
-                endpoint.control_write(win_id, action.dest, action.index, action.op, action.value)
-            elif isinstance(action, FlushTarget):
-                if endpoint.flush(win_id, action.target, action.upto):
-                    self._events.append(("flushed", win_id, action.target, action.upto))
-            elif isinstance(action, ControlFetch):
+            elif kind is ControlFetch:
                 old = endpoint.control_fetch(
                     win_id, action.token, action.dest, action.index, action.op, action.value, action.compare
                 )
                 if old is not None:
-                    self._events.append(("fetched", win_id, action.token, old))
-            elif isinstance(action, CompleteRequest):
+                    events.append(("fetched", win_id, action.token, old))
+            elif kind is CompleteRequest:
                 self._finish(win_id, action.token, action.error)
+            elif kind is ControlWrite:
+                endpoint.control_write(win_id, action.dest, action.index, action.op, action.value)
+            elif kind is FlushTarget:
+                if endpoint.flush(win_id, action.target, action.upto):
+                    events.append(("flushed", win_id, action.target, action.upto))
 
     def _finish(self, win_id: int, token: int, error: BaseException | None) -> None:
         entry = self._futures.pop((win_id, token), None)

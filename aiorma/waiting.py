@@ -11,7 +11,8 @@ every registered flag watcher.  Between turns:
   (``asyncio.sleep(0)``), so other tasks run, and poll again.  When this node has more ranks
   than cores, also ``os.sched_yield()`` — a spinning rank must hand its core to a rank that has
   work — and keep the window short.
-* **Park** when the spin window has passed: wait for the endpoint's doorbell (a peer that wrote
+* **Park** when the spin window has passed: announce it (peers skip ringing a rank that polls),
+  look once more, then wait for the endpoint's doorbell (a peer that wrote
   our control region, or needs our MPI progress, rings it) with ``loop.add_reader``, costing no
   CPU.  A parked rank still polls after a guard interval: 1 ms while some progress can only be
   made by our own polling (own requests in flight, or windows on user memory that MPICH serves by
@@ -107,6 +108,7 @@ class Waiter:
         self._running = False
         task, self._task = self._task, None
         if task is not None:
+            self._endpoint.parking(False)
             self.wake()
             task.cancel()
             try:
@@ -133,8 +135,17 @@ class Waiter:
                     os.sched_yield()
                 await asyncio.sleep(0)
                 continue
+            endpoint.parking(True)
+            # One more look after announcing the park: a peer that wrote our memory before it saw
+            # the announcement did not ring (see MpiEndpoint.parking).
+            if self._poll() | (bool(self._sources) and self.check_sources()):
+                endpoint.parking(False)
+                self._last_activity = time.perf_counter()
+                continue
             guard = _GUARD_BUSY if endpoint.must_keep_polling() else _GUARD_IDLE
-            if await self._park(endpoint.doorbell(), guard):
+            woke = await self._park(endpoint.doorbell(), guard)
+            endpoint.parking(False)
+            if woke:
                 self._last_activity = time.perf_counter()
 
     async def _park(self, fileno: int | None, timeout: float) -> bool:

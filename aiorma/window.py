@@ -101,6 +101,7 @@ class Window:
         self._check_open()
         self._driver.progress()
         finished = self._engine.test()
+        self._driver.touched(self.win_id)
         self._driver.pump()
         return finished
 
@@ -213,6 +214,7 @@ class Window:
         calls is open.  Memory from ``win_allocate`` stays readable as a private copy."""
         token = self._engine.free()
         engine_done = self._driver.watch(self.win_id, token)
+        self._driver.touched(self.win_id)
         self._driver.pump()
         task = asyncio.get_running_loop().create_task(self._finish_free(engine_done))
         return Request(task, self._driver.progress, "free")

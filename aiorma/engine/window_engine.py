@@ -64,6 +64,9 @@ class _FlushWaiter:
     needs: list[tuple[AccessTarget, int | None]]
 
 
+_PER_PEER_WORDS = len(Word)
+
+
 class WindowEngine:
     """Epoch state machines, activation rules, matching and the lock protocol of one window."""
 
@@ -104,6 +107,7 @@ class WindowEngine:
         self._locks_open: dict[int, Epoch] = {}  # open lock epochs by target
         self._lock_all: Epoch | None = None
         self._fence: Epoch | None = None
+        self._open_epochs: dict[int, Epoch] = {}  # open at application level, by id (= opening order)
         self._last_kind: EpochKind | None = None
         self._fences_opened = 0
         self._fence_done_sent = 0
@@ -129,10 +133,8 @@ class WindowEngine:
         return not self._live and not self._pending_tokens
 
     def open_epochs(self) -> list[Epoch]:
-        """Epochs open at application level (not yet closed by the program)."""
-        slots = [self._exposure, self._gats_access, self._lock_all, self._fence]
-        found = [e for e in slots if e is not None] + list(self._locks_open.values())
-        return sorted(found, key=lambda e: e.id)
+        """Epochs open at application level (not yet closed by the program), in opening order."""
+        return list(self._open_epochs.values())
 
     def live_epochs(self) -> list[Epoch]:
         """Epochs not yet completed internally, in opening order."""
@@ -368,34 +370,34 @@ class WindowEngine:
         if not changed.size:
             return
         seen[changed] = control[changed]
+        size = self.size
+        per_peer = _PER_PEER_WORDS * size
         lock_targets: set[int] = set()
         own_lock_words = False
         for index in changed.tolist():
-            word, src = self.layout.word_of(index)
+            if index >= per_peer:
+                own_lock_words = True
+                continue
+            word, src = divmod(index, size)
             value = int(seen[index])
-            peer = self.peers[src] if src >= 0 else None
-            if word is Word.GRANT:
-                assert peer is not None
+            peer = self.peers[src]
+            if word == Word.GRANT:
                 if value > peer.gats_granted_access_id:
                     peer.gats_granted_access_id = value
                     self._grants_arrived(src, value)
-            elif word is Word.DONE:
-                assert peer is not None
+            elif word == Word.DONE:
                 if value > peer.gats_done_received:
                     peer.gats_done_received = value
                     for epoch in self._live_of(EpochKind.POST):
                         self._advance(epoch)
-            elif word is Word.FENCE:
-                assert peer is not None
+            elif word == Word.FENCE:
                 opened, finished = unpack_fence(value)
                 peer.fence_opened = max(peer.fence_opened, opened)
                 peer.fence_done_received = max(peer.fence_done_received, finished)
                 self._fence_notice_arrived(src)
-            elif word is None:
-                own_lock_words = True
             else:
                 lock_targets.add(src)
-        for target in sorted(lock_targets):
+        for target in lock_targets:
             lock = self._locks.get(target)
             if lock is not None:
                 lock.control_changed()
@@ -470,6 +472,7 @@ class WindowEngine:
         if epoch.is_access:
             epoch.access = {r: AccessTarget(r) for r in group}
         self._live.append(epoch)
+        self._open_epochs[epoch.id] = epoch
         if kind is EpochKind.POST:
             self._exposure = epoch
         elif kind is EpochKind.START:
@@ -484,6 +487,7 @@ class WindowEngine:
     def _close(self, epoch: Epoch, token: int) -> None:
         epoch.closed = True
         epoch.close_token = token
+        del self._open_epochs[epoch.id]
         if epoch is self._exposure:
             self._exposure = None
         elif epoch is self._gats_access:
@@ -746,12 +750,10 @@ class WindowEngine:
     # ------------------------------------------------------------------------ helpers
 
     def _access_epoch_for(self, target: int, *, passive_only: bool = False) -> Epoch | None:
-        candidates = [
-            e
-            for e in self.open_epochs()
-            if e.is_access and target in e.access and (e.kind in PASSIVE_KINDS or not passive_only)
-        ]
-        return candidates[-1] if candidates else None  # rule 3: the most recently opened
+        for epoch in reversed(self._open_epochs.values()):  # rule 3: the most recently opened
+            if target in epoch.access and (not passive_only or epoch.kind in PASSIVE_KINDS):
+                return epoch
+        return None
 
     def _live_of(self, kind: EpochKind) -> list[Epoch]:
         return [e for e in self._live if e.kind is kind]
@@ -811,7 +813,7 @@ class WindowEngine:
             self._actions.append(CompleteRequest(token, error))
 
     def _record(self, step: str, epoch: Epoch) -> None:
-        if self.history is not None or self.observer is not None:
+        if self.history is not None or self.observer is not None:  # tracing only: cheap when off
             self._emit(EpochEvent(step, epoch.id, epoch.kind))
 
     def _emit(self, event: EpochEvent) -> None:

@@ -27,9 +27,7 @@ Completion contract, relied on by the engine and the driver:
 
 from __future__ import annotations
 
-import contextlib
 import enum
-from collections.abc import Iterator
 from typing import Protocol
 
 import attrs
@@ -138,6 +136,10 @@ class Endpoint(Protocol):
         control region, or started an operation that needs our progress); None if there is none.
         Reading it is :meth:`poll`'s job."""
 
+    def parking(self, parked: bool) -> None:
+        """The rank is about to park (True; it polls once more before it sleeps) or has woken
+        (False): lets peers skip ringing a rank that is polling anyway."""
+
     def must_keep_polling(self) -> bool:
         """True while some progress is only made when this rank polls, without any peer ringing
         its doorbell: own requests in flight, or (MPI) windows on user memory that peers may
@@ -146,12 +148,20 @@ class Endpoint(Protocol):
     async def close(self) -> None: ...
 
 
-@contextlib.contextmanager
-def map_transport_errors(what: str) -> Iterator[None]:
-    """Translate a transport library's exceptions into :class:`TransportError`, in one place."""
-    try:
-        yield
-    except TransportError:
-        raise
-    except Exception as exc:  # the library's own error types vary (MPI.Exception, OSError, ...)
-        raise TransportError(f"{what}: {exc}") from exc
+class map_transport_errors:  # noqa: N801 - used like contextlib's lower-case context managers
+    """``with map_transport_errors(what):`` translates a transport library's exceptions into
+    :class:`TransportError`, in one place.  A class, not a generator: it wraps every MPI call."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, TransportError) or not isinstance(exc, Exception):
+            return False
+        # The library's own error types vary (MPI.Exception, OSError, ...).
+        raise TransportError(f"{self.what}: {exc}") from exc

@@ -258,6 +258,9 @@ class LocalEndpoint:
     def doorbell(self) -> int | None:
         return None
 
+    def parking(self, parked: bool) -> None:
+        return None
+
     def must_keep_polling(self) -> bool:
         return False
 

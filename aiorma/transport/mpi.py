@@ -43,7 +43,7 @@ from mpi4py.util import dtlib
 
 from ..constants import Op
 from ..engine.control import AtomicOp
-from ..errors import RmaTypeError
+from ..errors import RmaTypeError, TransportError
 from .base import RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 
 _T = TypeVar("_T")
@@ -138,8 +138,19 @@ class MpiEndpoint:
         # Request-based control writes towards peers that need progress (buffers kept alive).
         self._writes: list[tuple[MPI.Request, np.ndarray]] = []
         self._in_threads = 0  # blocking calls running in the RMA worker
+        self._word_buffers = tuple(np.zeros(1, np.int64) for _ in range(3))
         self._closed = False
         self._doorbell, self._bells = _open_doorbells(self._probe_comm, hosts)
+        # Presence words: presence[r] = 1 while peer r is parked (written by r, one-sidedly, only
+        # for peers that share our memory).  A ring to a peer that is not parked is skipped: it is
+        # polling anyway, and a ring costs a system call on both sides.
+        with map_transport_errors("MpiEndpoint start-up"):
+            self._presence_win = MPI.Win.Allocate(8 * self.size, 8, comm=self._probe_comm)
+            self._presence = np.frombuffer(self._presence_win.tomemory(), np.int64)[: self.size]
+            self._presence[:] = 0
+            self._presence_win.Lock_all()
+            self._probe_comm.Barrier()
+        self._parked = False
 
     def attach(self, sink: Sink) -> None:
         """Route completions to ``sink``; called once, before any window exists."""
@@ -311,13 +322,15 @@ class MpiEndpoint:
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
         """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``."""
         window = self._windows[win_id]
-        buf = np.array([value], np.int64)
         with map_transport_errors("control write"):
             if self._passive[dest]:
+                buf = self._word_buffers[0]
+                buf[0] = value
                 # Shared memory: MPICH applies it in the call; Flush_local releases the buffer.
-                window.ctrl.Accumulate([buf, MPI.INT64_T], dest, index, _CONTROL_OPS[op])
+                window.ctrl.Accumulate(buf, dest, index, _CONTROL_OPS[op])
                 window.ctrl.Flush_local(dest)
             else:
+                buf = np.array([value], np.int64)
                 request = window.ctrl.Raccumulate(
                     [buf, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
                 )
@@ -331,32 +344,35 @@ class MpiEndpoint:
     ) -> int | None:
         """An atomic with a result on ``dest``'s control word ``index``: the old value now (shared
         memory), or None and ``sink.fetched`` later."""
-        window = self._windows[win_id]
-        ctrl = window.ctrl
+        ctrl = self._windows[win_id].ctrl
+        if self._passive[dest]:
+            # Inline, about a microsecond: the endpoint's own buffers are free again on return.
+            origin, result, expected = self._word_buffers
+            origin[0] = value
+            try:
+                if op is AtomicOp.CAS:
+                    expected[0] = compare
+                    ctrl.Compare_and_swap(origin, expected, result, dest, index)
+                else:
+                    ctrl.Fetch_and_op(origin, result, dest, index, _CONTROL_OPS[op])
+                ctrl.Flush_local(dest)
+            except MPI.Exception as exc:
+                raise TransportError(f"control fetch: {exc}") from exc
+            return int(result[0])
         origin = np.array([value], np.int64)
         result = np.zeros(1, np.int64)
-        expected = np.array([compare], np.int64)
-
-        def atomic() -> None:
-            if op is AtomicOp.CAS:
-                ctrl.Compare_and_swap(
-                    [origin, MPI.INT64_T], [expected, MPI.INT64_T], [result, MPI.INT64_T], dest, index
-                )
-            else:
-                ctrl.Fetch_and_op([origin, MPI.INT64_T], [result, MPI.INT64_T], dest, index, _CONTROL_OPS[op])
-            ctrl.Flush_local(dest)
-
+        self._ring(dest)
         with map_transport_errors("control fetch"):
-            if self._passive[dest]:
-                atomic()
-                return int(result[0])
-            self._ring(dest)
             if op is AtomicOp.CAS:
-                self._in_thread(atomic, lambda _: self._fetched(win_id, token, result))
+                expected = np.array([compare], np.int64)
+
+                def cas() -> None:
+                    ctrl.Compare_and_swap(origin, expected, result, dest, index)
+                    ctrl.Flush_local(dest)
+
+                self._in_thread(cas, lambda _: self._fetched(win_id, token, result))
                 return None
-            request = ctrl.Rget_accumulate(
-                [origin, MPI.INT64_T], [result, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
-            )
+            request = ctrl.Rget_accumulate(origin, result, dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op])
         self._fetches.append((win_id, token, request, result))
         return None
 
@@ -367,10 +383,6 @@ class MpiEndpoint:
         anything was reported."""
         sink = self._sink
         assert sink is not None, "attach() a sink before polling"
-        if self._doorbell is not None:
-            with contextlib.suppress(BlockingIOError, InterruptedError):
-                while self._doorbell.recv(64):
-                    pass
         active = False
         with map_transport_errors("poll"):
             # Drives MPI progress, which MPICH's peers may need (DESIGN §6); nothing is ever
@@ -420,6 +432,28 @@ class MpiEndpoint:
     def doorbell(self) -> int | None:
         return self._doorbell.fileno() if self._doorbell is not None else None
 
+    def parking(self, parked: bool) -> None:
+        """Tell the peers that share our memory whether we are parked (so they ring us), and
+        after a park empty the doorbell.  The waiter polls once more after ``parking(True)``
+        before it sleeps: a peer that raised our word before seeing the flag is found by that
+        poll, one that saw the flag rings (Dekker's handshake, over atomics into shared memory)."""
+        if parked == self._parked:
+            return
+        self._parked = parked
+        flag = self._word_buffers[0]
+        flag[0] = int(parked)
+        with map_transport_errors("presence"):
+            for peer, passive in enumerate(self._passive):
+                if passive and peer != self.rank:
+                    self._presence_win.Accumulate(flag, peer, self.rank, MPI.REPLACE)
+                    self._presence_win.Flush(peer)
+        if not parked and self._doorbell is not None:
+            # Rings carry no data (a stray datagram costs a spurious wake-up): empty the socket so
+            # that it turns readable again only for new rings.
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while True:
+                    self._doorbell.recv(64)
+
     def must_keep_polling(self) -> bool:
         """Own requests in flight (their completion rings nothing), or a ``win_create`` window
         that peers may access at any time by active messages that need our progress."""
@@ -458,7 +492,7 @@ class MpiEndpoint:
 
     def _ring(self, dest: int) -> None:
         address = self._bells[dest]
-        if address is not None:
+        if address is not None and (self._presence[dest] or not self._passive[dest]):
             # A full socket buffer means unread rings are already waiting; a refused or dropped
             # datagram costs the peer a guard poll, never correctness.
             with contextlib.suppress(OSError):
@@ -472,6 +506,8 @@ class MpiEndpoint:
 
         def free() -> None:
             with map_transport_errors("close"):
+                self._presence_win.Unlock_all()
+                self._presence_win.Free()
                 self._probe_comm.Free()
                 self._win_comm.Free()
 

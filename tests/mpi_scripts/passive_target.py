@@ -1,0 +1,53 @@
+"""Truly passive target, run on every rank by tests/test_passive_target_mpi.py.
+
+Rank 0 busy-loops in pure Python — never awaiting, never calling ``aiorma.progress()`` — until
+its own window memory shows ``TOTAL`` updates (giving up after 30 s).  Every other rank runs
+exclusive lock / accumulate / unlock epochs into it (awaited: the blocking form) until its share
+of ``TOTAL`` is done.  Each rank prints one JSON line: the target what it saw, an origin how long
+its epochs took.  Nothing of rank 0's CPU is available to the origins while they run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+import aiorma
+
+TOTAL = 1000
+
+
+async def main(comm: aiorma.Comm) -> None:
+    win = await comm.win_allocate(4, np.int64)
+    await comm.barrier()
+    if comm.rank == 0:
+        started = time.perf_counter()
+        memory = win.memory
+        while memory[0] < TOTAL and time.perf_counter() - started < 30:
+            pass  # pure Python: no await, no aiorma call
+        report = {"rank": 0, "seen": int(memory[0]), "busy_s": time.perf_counter() - started}
+    else:
+        origins = comm.size - 1
+        share = TOTAL // origins + (1 if comm.rank - 1 < TOTAL % origins else 0)
+        one = np.ones(1, np.int64)
+        times = []
+        for _ in range(share):
+            begin = time.perf_counter()
+            await win.lock(0, aiorma.LOCK_EXCLUSIVE)
+            win.accumulate(one, 0, 0, aiorma.SUM)
+            await win.unlock(0)
+            times.append(time.perf_counter() - begin)
+        report = {"rank": comm.rank, "epochs": share, "median_us": 1e6 * float(np.median(times)),
+                  "max_ms": 1e3 * max(times)}
+    print(json.dumps(report), flush=True)
+    await comm.barrier()
+    if comm.rank == 0:
+        print(json.dumps({"final": int(win.memory[0])}), flush=True)
+    await win.free()
+
+
+if __name__ == "__main__":
+    sys.exit(aiorma.run(main))
