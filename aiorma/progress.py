@@ -168,9 +168,8 @@ class ProgressDriver:
                 self._finish(win_id, action.token, action.error)
             elif kind is ControlWrite:
                 endpoint.control_write(win_id, action.dest, action.index, action.op, action.value)
-            elif kind is FlushTarget:
-                if endpoint.flush(win_id, action.target, action.upto):
-                    events.append(("flushed", win_id, action.target, action.upto))
+            elif kind is FlushTarget and endpoint.flush(win_id, action.target, action.upto):
+                events.append(("flushed", win_id, action.target, action.upto))
 
     def _finish(self, win_id: int, token: int, error: BaseException | None) -> None:
         entry = self._futures.pop((win_id, token), None)

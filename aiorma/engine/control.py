@@ -14,7 +14,7 @@ word                 meaning (at the rank that holds it)                        
 ``FENCE[s]``         ``(fences s opened) << 32 | (fences s finished)``                     max
 ``LOCK_HANDOFF[t]``  times the head of ``t``'s lock queue was handed to me                 sum
 ``LOCK_DRAINED[t]``  times the last reader of ``t`` left while my writer waited            sum
-``LOCK_NEXT[t]``     rank + 1 queued behind my request in ``t``'s lock queue (0: none)     max/reset
+``LOCK_NEXT[t]``     sum of rank + 1 of the requests queued behind mine in ``t``'s queue    sum
 ``LOCK_TAIL``        rank + 1 of the last request in my lock queue (0: queue empty)        swap/CAS
 ``LOCK_STATE``       ``writer << 20 | readers``: shared holders, and the writer waiting    sum
 ===================  ===================================================================  ========

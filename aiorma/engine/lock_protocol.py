@@ -9,7 +9,7 @@ keeps its lock words at the target in the same spirit):
 
 * **Queue (fairness).**  Every request, shared or exclusive, swaps itself (rank + 1) into the
   target's ``LOCK_TAIL``.  The old tail is its predecessor: if there is none, the request is at
-  the *head* of the queue at once; otherwise it writes its rank into the predecessor's
+  the *head* of the queue at once; otherwise it adds its rank + 1 to the predecessor's
   ``LOCK_NEXT[target]`` and waits until its own ``LOCK_HANDOFF[target]`` rises.  Requests reach
   the head in the order they swapped, so no origin starves.
 * **Readers.**  At the head, a shared request adds 1 to the target's ``LOCK_STATE`` (the reader
@@ -20,9 +20,11 @@ keeps its lock words at the target in the same spirit):
   (its name in the writer field) and, if readers were still there when it did, waits until its
   ``LOCK_DRAINED[target]`` rises: the reader whose subtraction finds the count at 1 and a writer
   named is the last one out, and tells that writer.  The writer then clears its name.
-* **Handing the head on.**  If ``LOCK_NEXT`` names a successor, reset it and add 1 to the
-  successor's ``LOCK_HANDOFF``.  If not, compare-and-swap the tail from ourselves to 0; if that
-  fails, a successor has swapped itself in but not yet written our ``LOCK_NEXT``: wait for it.
+* **Handing the head on.**  If ``LOCK_NEXT`` has grown by ``r + 1`` since the last hand-off,
+  rank ``r`` is the successor: add 1 to its ``LOCK_HANDOFF``.  (Only ever added to, never reset,
+  so that the same successor linking twice is still a change.)  If not, compare-and-swap the
+  tail from ourselves to 0; if that fails, a successor has swapped itself in but not yet added
+  itself to our ``LOCK_NEXT``: wait for it.
 
 Every wait is on this rank's own memory.  The engine allows one active request per target, so
 ``LOCK_NEXT``/``LOCK_HANDOFF``/``LOCK_DRAINED`` of a target are never shared by two requests.
@@ -73,6 +75,7 @@ class LockCounts:
 
     handoffs: int = 0
     drains: int = 0
+    linked: int = 0  # sum of (rank + 1) of the successors already handed the head
 
 
 class LockIO(Protocol):
@@ -147,7 +150,7 @@ class QueueLock:
         if self.head is Head.QUEUED and control[self._handoff] >= self.handoffs_needed:
             self.head = Head.AT_HEAD
             self._at_head()
-        if self.head is Head.AWAITING_NEXT and control[self._next] != 0:
+        if self.head is Head.AWAITING_NEXT and control[self._next] != self.counts.linked:
             self._pass_to_next()
         if self.hold is Hold.DRAINING and control[self._drained] >= self.drains_needed:
             self.hold = Hold.CLEARING
@@ -167,7 +170,7 @@ class QueueLock:
         self.handoffs_needed = self.counts.handoffs
         self.head = Head.QUEUED
         self.io.control_write(
-            predecessor - 1, self.io.layout.index(Word.LOCK_NEXT, self.target), AtomicOp.MAX, self.me
+            predecessor - 1, self.io.layout.index(Word.LOCK_NEXT, self.target), AtomicOp.SUM, self.me
         )
         self.control_changed()  # the hand-off may already be here (a fast predecessor)
 
@@ -218,7 +221,7 @@ class QueueLock:
         self._check_done()
 
     def _pass_head(self) -> None:
-        if self.io.control[self._next] != 0:
+        if self.io.control[self._next] != self.counts.linked:
             self._pass_to_next()
             return
         self.head = Head.PASSING
@@ -233,9 +236,8 @@ class QueueLock:
         self.control_changed()
 
     def _pass_to_next(self) -> None:
-        control = self.io.control
-        successor = int(control[self._next])
-        control[self._next] = 0  # ours alone until we swap into a tail again
+        successor = int(self.io.control[self._next]) - self.counts.linked
+        self.counts.linked += successor
         self.io.control_write(
             successor - 1, self.io.layout.index(Word.LOCK_HANDOFF, self.target), AtomicOp.SUM, 1
         )

@@ -47,9 +47,11 @@ class RmaKind(enum.Enum):
     COMPARE_AND_SWAP = "compare_and_swap"
 
 
-@attrs.frozen(eq=False)
+@attrs.define(eq=False)
 class RmaOp:
     """One validated RMA operation.  Arrays are 1-D, C-contiguous, of the window's dtype.
+    (Not frozen, though never changed: one is built per RMA call, and frozen attrs instances
+    cost several times as much to build.)
 
     ``disp`` and the lengths count elements of the window dtype; bounds were checked at the origin.
     """
@@ -148,7 +150,7 @@ class Endpoint(Protocol):
     async def close(self) -> None: ...
 
 
-class map_transport_errors:  # noqa: N801 - used like contextlib's lower-case context managers
+class map_transport_errors:
     """``with map_transport_errors(what):`` translates a transport library's exceptions into
     :class:`TransportError`, in one place.  A class, not a generator: it wraps every MPI call."""
 
