@@ -98,9 +98,7 @@ class EngineNet:
             old = int(control[action.index])
             if action.op is AtomicOp.SUM:
                 control[action.index] = old + action.value
-            elif action.op is AtomicOp.REPLACE:
-                control[action.index] = action.value
-            elif action.op is AtomicOp.CAS and old == action.compare:
+            elif action.op is AtomicOp.REPLACE or (action.op is AtomicOp.CAS and old == action.compare):
                 control[action.index] = action.value
             if action.op is not AtomicOp.NO_OP and action.dest != rank:
                 self.engines[action.dest].control_changed()

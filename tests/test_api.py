@@ -14,8 +14,8 @@ import pytest
 import aiorma
 from aiorma import EngineFailure, Info, RmaUsageError
 from aiorma.engine.control import Word
-from aiorma.transport.local import Notice
 from aiorma.info import as_info
+from aiorma.transport.local import Notice
 
 # ------------------------------------------------------------------------------------ Request
 

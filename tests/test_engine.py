@@ -1,7 +1,8 @@
 """Deterministic semantics of WindowEngine on EngineNet (DESIGN §4–§5, seed 001 §5.6–§5.7).
 
-Every test drives the engines with plain calls and packet deliveries and asserts the full state
-after each step; every illegal call must raise *and* leave the engine exactly as it was.
+Every test drives the engines with plain calls and control-write deliveries and asserts the full
+state after each step; every illegal call must raise *and* leave the engine exactly as it was.
+The lock protocol itself (queue, readers, hand-offs) is tested in tests/test_lock_protocol.py.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiorma.constants import MODE_NOCHECK, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
-from aiorma.engine.actions import FlushTarget
-from aiorma.engine.locks import LockRequest, LockTable
-from aiorma.engine.packets import ControlPacket, PacketKind
+from aiorma.constants import MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
+from aiorma.engine.actions import ControlWrite, FlushTarget, IssueRma
+from aiorma.engine.control import AtomicOp, Word, pack_fence
+from aiorma.engine.lock_protocol import Hold
 from aiorma.engine.rules import EpochKind, EpochState
 from aiorma.engine.window_engine import WindowEngine
 from aiorma.errors import EpochError, RmaRangeError, RmaUsageError, WindowFreedError
 from aiorma.info import Info
 
-from .engine_net import WIN_ID, EngineNet, snapshot
+from .engine_net import EngineNet, snapshot
 
 FENCE, POST, START = EpochKind.FENCE, EpochKind.POST, EpochKind.START
 LOCK, LOCK_ALL = EpochKind.LOCK, EpochKind.LOCK_ALL
@@ -46,8 +47,41 @@ def newest(engine: WindowEngine) -> Any:
     return engine.open_epochs()[-1]
 
 
-def op_tokens(epoch: Any, target: int) -> list[int]:
-    return [op.token for op in epoch.access[target].unfinished]
+def op_tokens(net: EngineNet, rank: int, epoch: Any, target: int) -> list[int]:
+    """Tokens of the RMA calls ``rank`` recorded in ``epoch`` towards ``target``: the issued ones
+    (IssueRma actions, matched in order to the engine's "issue" events) and then the queued ones."""
+    engine = net[rank]
+    assert engine.history is not None
+    issues = [e for e in engine.history if e.step == "issue"]
+    rmas = net.issued[rank] + [a for a in engine._actions if isinstance(a, IssueRma)]
+    assert len(issues) == len(rmas)
+    issued = [
+        a.token for e, a in zip(issues, rmas, strict=True) if (e.epoch_id, e.target) == (epoch.id, target)
+    ]
+    return issued + [token for token, _payload in epoch.access[target].queued]
+
+
+def write(net: EngineNet, src: int, dst: int, word: Word, value: int) -> ControlWrite:
+    """The control write by which ``src`` raises its slot of ``word`` at ``dst`` to ``value``."""
+    return ControlWrite(dst, net.layout.index(word, src), AtomicOp.MAX, value)
+
+
+def lock_holders(net: EngineNet, target: int) -> set[int]:
+    """Origins whose lock request towards ``target`` holds the lock (NOCHECK locks not included)."""
+    return {r for r, e in enumerate(net.engines) if (lk := e._locks.get(target)) and lk.hold is Hold.HELD}
+
+
+def lock_words_clear(net: EngineNet) -> bool:
+    """The lock words are at rest: LOCK_TAIL and LOCK_STATE are 0 (the queues are empty) and each
+    LOCK_NEXT (a sum-word, never reset) holds only links its holder has consumed."""
+    layout = net.layout
+    for engine in net.engines:
+        if engine.control[layout.lock_tail] or engine.control[layout.lock_state]:
+            return False
+        for t, counts in enumerate(engine._lock_counts):
+            if engine.control[layout.index(Word.LOCK_NEXT, t)] != counts.linked:
+                return False
+    return True
 
 
 def refused(engine: WindowEngine, exc_type: type[BaseException], call: Any, *args: Any) -> None:
@@ -65,6 +99,7 @@ def assert_all_done(net: EngineNet) -> None:
         assert engine.open_epochs() == []
         assert net.errors[rank] == {}
         assert all(not q for q in net.queues.values())
+    assert lock_words_clear(net)
 
 
 # ------------------------------------------------------------------ a full GATS round, step by step
@@ -79,9 +114,11 @@ def test_gats_round_state_after_each_step() -> None:
     assert live(net[0]) == [(1, START, ACTIVE, False)]
     assert newest(net[0]).access[1].ordinal == 1
     assert newest(net[0]).access[1].granted is False
-    assert net.step() == 2  # rank 0: nothing yet; rank 1: CompleteRequest(post) + GATS_GRANT
+    assert net.step() == 2  # rank 0: nothing yet; rank 1: CompleteRequest(post) + the grant
     assert net.completed == [set(), {t_post}]
-    assert list(net.queues[(1, 0)]) == [ControlPacket(PacketKind.GATS_GRANT, WIN_ID, 1)]
+    # the grant: a MAX write raising rank 1's GRANT slot at rank 0 to access number 1
+    assert list(net.queues[(1, 0)]) == [write(net, 1, 0, Word.GRANT, 1)]
+    assert net.notices(1, 0) == [(Word.GRANT, 1)]
 
     t_put = net[0].rma(1, "x")
     assert net.issued[0] == []  # recorded: not granted yet
@@ -90,11 +127,14 @@ def test_gats_round_state_after_each_step() -> None:
     assert net.step() == 0
 
     net.hold(0, 1)
-    net.settle()  # the grant arrives: replay, flush, "done" sent (held)
+    net.settle()  # the grant arrives: replay, flush, "done" written (held)
+    assert net[0].peers[1].gats_granted_access_id == 1
     assert net.payloads(0) == ["x"]
-    assert net.completed[0] == {t_start, t_put, t_complete}
+    assert [a.token for a in net.issued[0]] == [t_put]
+    assert net.flush_requests[0] == [FlushTarget(1, 1)]
+    assert net.completed[0] == {t_start, t_complete}  # an op token is never completed by the engine
     assert live(net[0]) == []
-    assert list(net.queues[(0, 1)]) == [ControlPacket(PacketKind.GATS_DONE, WIN_ID, 1)]
+    assert list(net.queues[(0, 1)]) == [write(net, 0, 1, Word.DONE, 1)]
 
     t_wait = net[1].wait()
     net.step()
@@ -104,6 +144,7 @@ def test_gats_round_state_after_each_step() -> None:
     net.settle()
     assert net.completed[1] == {t_post, t_wait}
     assert net[1].peers[0].gats_done_received == 1
+    assert net[1].control[net.layout.index(Word.DONE, 0)] == 1
     assert net.steps(1) == [("open", 1), ("activate", 1), ("close", 1), ("complete", 1)]
     assert_all_done(net)
 
@@ -203,15 +244,14 @@ def test_rule3_rma_goes_to_newest_access_epoch_while_older_is_still_active(info:
     net[0].start([1])
     second = newest(net[0])
     b = net[0].rma(1, "b")
-    assert op_tokens(first, 1) == [a]
-    assert op_tokens(second, 1) == [b]
+    assert op_tokens(net, 0, first, 1) == [a]
+    assert op_tokens(net, 0, second, 1) == [b]
     later_state = ACTIVE if info.access_after_access_reorder else DEFERRED
     assert live(net[0]) == [(1, START, ACTIVE, True), (2, START, later_state, False)]
     net.settle()
     assert net.payloads(0) == ["a"]  # "b" waits for rank 1's second exposure
 
     net.manual.discard(0)
-    net[0].op_completed(a)
     net[0].flushed(1, 1)
     net[0].complete()
     net[1].wait()
@@ -231,10 +271,10 @@ def test_rule3_rma_goes_to_lock_epoch_opened_after_start_towards_same_target() -
     lock = newest(net[0])
     assert live(net[0]) == [(1, START, ACTIVE, False), (2, LOCK, ACTIVE, False)]
     x = net[0].rma(1, "x")
-    assert (op_tokens(gats, 1), op_tokens(lock, 1)) == ([], [x])
+    assert (op_tokens(net, 0, gats, 1), op_tokens(net, 0, lock, 1)) == ([], [x])
     net[0].unlock(1)
     y = net[0].rma(1, "y")  # the lock epoch is closed: the start epoch is the newest open one
-    assert (op_tokens(gats, 1), op_tokens(lock, 1)) == ([y], [x])
+    assert (op_tokens(net, 0, gats, 1), op_tokens(net, 0, lock, 1)) == ([y], [x])
     net[0].complete()
     net[1].post([0])
     net[1].wait()
@@ -476,7 +516,7 @@ def test_rule9_fence_waits_for_every_peer_done_without_blocking() -> None:
     assert live(net[2]) == [(2, FENCE, ACTIVE, False)]
 
     late = net[0].rma(1, "late")  # goes to the deferred F1: recorded, not issued
-    assert op_tokens(newest(net[0]), 1) == [late]
+    assert op_tokens(net, 0, newest(net[0]), 1) == [late]
     net.settle()
     assert net.payloads(0) == ["0"]
 
@@ -568,15 +608,15 @@ def test_two_locks_held_at_once_activate_together() -> None:
     assert live(net[0]) == [(1, LOCK, ACTIVE, False), (2, LOCK, ACTIVE, False)]
     net.settle()
     assert {t1, t2} <= net.completed[0]
-    assert net[1].locks.holders == {0: LockRequest(0, 1, EXCL)}
-    assert net[2].locks.holders == {0: LockRequest(0, 1, EXCL)}
+    assert (lock_holders(net, 1), lock_holders(net, 2)) == ({0}, {0})
+    assert [net[t].control[net.layout.lock_tail] for t in (1, 2)] == [1, 1]  # rank 0 + 1 queued
     net[0].rma(1, "a")
     net[0].rma(2, "b")
     net[0].unlock(1)
     net[0].unlock(2)
     net.settle()
     assert net.payloads(0) == ["a", "b"]
-    assert (net[1].locks.holders, net[2].locks.holders) == ({}, {})
+    assert (lock_holders(net, 1), lock_holders(net, 2)) == (set(), set())
     assert_all_done(net)
 
 
@@ -584,7 +624,7 @@ def test_successive_locks_default_defer_and_rule13a_with_access_after_access() -
     net = EngineNet(3, Info(access_after_access_reorder=True))
     net.manual.add(0)
     net[0].lock(1)
-    x = net[0].rma(1, "x")
+    net[0].rma(1, "x")
     net[0].unlock(1)
     net.settle()
     net[0].lock(2)  # a different rank: may activate while lock(1) is active
@@ -592,7 +632,6 @@ def test_successive_locks_default_defer_and_rule13a_with_access_after_access() -
     net[0].lock(1)  # rank 1 is a target of an active epoch: rule 13a defers it
     assert live(net[0]) == [(1, LOCK, ACTIVE, True), (2, LOCK, ACTIVE, True), (3, LOCK, DEFERRED, False)]
     net.manual.discard(0)
-    net[0].op_completed(x)
     net[0].flushed(1, 1)
     net[0].unlock(1)
     net.settle()
@@ -605,142 +644,7 @@ def test_successive_locks_default_defer_and_rule13a_with_access_after_access() -
     assert live(net[0]) == [(1, LOCK, ACTIVE, True), (2, LOCK, DEFERRED, False)]
 
 
-# --------------------------------------------------------------------------- lock protocol
-
-
-def test_lock_granted_only_after_grant_arrives() -> None:
-    net = EngineNet(2)
-    t = net[0].lock(1)
-    net.step()
-    assert net.completed[0] == set()
-    assert list(net.queues[(0, 1)]) == [ControlPacket(PacketKind.LOCK_REQUEST, WIN_ID, 1, EXCL)]
-    net.deliver(0, 1)
-    net.step()
-    assert net[1].locks.holders == {0: LockRequest(0, 1, EXCL)}
-    assert list(net.queues[(1, 0)]) == [ControlPacket(PacketKind.LOCK_GRANT, WIN_ID, 1)]
-    assert net.completed[0] == set()
-    net.deliver(1, 0)
-    net.step()
-    assert net.completed[0] == {t}
-    assert net[0].peers[1].lock_granted_id == 1
-
-
-def test_unlock_releases_only_after_rma_is_complete_at_target() -> None:
-    net = EngineNet(2)
-    net.manual.add(0)
-    net[0].lock(1)
-    net.settle()
-    x = net[0].rma(1, "x")
-    u = net[0].unlock(1)
-    net.settle()
-    assert net.flush_requests[0] == [FlushTarget(1, 1)]
-    assert net[1].locks.holders == {0: LockRequest(0, 1, EXCL)}
-    net[0].op_completed(x)
-    net.settle()
-    assert u not in net.completed[0]  # locally complete is not enough
-    net[0].flushed(1, 1)
-    net.settle()
-    assert u in net.completed[0]
-    assert net.sent[-1] == (0, 1, ControlPacket(PacketKind.LOCK_RELEASE, WIN_ID, 1))
-    assert net[1].locks.holders == {}
-    assert_all_done(net)
-
-
-def test_exclusive_lock_excludes_other_origins_and_unlock_grants_next() -> None:
-    net = EngineNet(3)
-    a = net[0].lock(2, EXCL)
-    b = net[1].lock(2, EXCL)
-    net.settle()
-    assert (a in net.completed[0], b in net.completed[1]) == (True, False)
-    assert net[2].locks.holders == {0: LockRequest(0, 1, EXCL)}
-    assert list(net[2].locks.waiting) == [LockRequest(1, 1, EXCL)]
-    net[1].rma(2, "b1")
-    net.settle()
-    assert net.issued[1] == []
-    net[0].rma(2, "a1")
-    net[0].unlock(2)
-    net.settle()
-    assert b in net.completed[1]
-    assert net[2].locks.holders == {1: LockRequest(1, 1, EXCL)}
-    assert list(net[2].locks.waiting) == []
-    assert net.payloads(1) == ["b1"]
-    net[1].unlock(2)
-    net.settle()
-    assert net[2].locks.holders == {}
-    assert_all_done(net)
-
-
-def test_shared_locks_coexist() -> None:
-    net = EngineNet(3)
-    a = net[0].lock(2, SHARED)
-    b = net[1].lock(2, SHARED)
-    net.settle()
-    assert (a in net.completed[0], b in net.completed[1]) == (True, True)
-    assert net[2].locks.holders == {0: LockRequest(0, 1, SHARED), 1: LockRequest(1, 1, SHARED)}
-    net[0].unlock(2)
-    net[1].unlock(2)
-    net.settle()
-    assert net[2].locks.holders == {}
-    assert_all_done(net)
-
-
-def test_lock_requests_granted_in_arrival_order() -> None:
-    """A shared request behind a waiting exclusive one waits, though the holder is shared."""
-    net = EngineNet(4)
-    tokens = {r: net[r].lock(3, EXCL if r == 0 else SHARED) for r in range(3)}
-    net.step()
-    for src in (2, 0, 1):  # arrival order at rank 3: shared, exclusive, shared
-        net.deliver(src, 3)
-    net.settle()
-    assert [tokens[r] in net.completed[r] for r in range(3)] == [False, False, True]
-    assert net[3].locks.holders == {2: LockRequest(2, 1, SHARED)}
-    assert list(net[3].locks.waiting) == [LockRequest(0, 1, EXCL), LockRequest(1, 1, SHARED)]
-    net[2].unlock(3)
-    net.settle()
-    assert [tokens[r] in net.completed[r] for r in range(3)] == [True, False, True]
-    assert net[3].locks.holders == {0: LockRequest(0, 1, EXCL)}
-    net[0].unlock(3)
-    net.settle()
-    assert tokens[1] in net.completed[1]
-    assert net[3].locks.holders == {1: LockRequest(1, 1, SHARED)}
-    net[1].unlock(3)
-    net.settle()
-    assert_all_done(net)
-
-
-def test_mode_nocheck_lock_sends_no_request_or_release() -> None:
-    net = EngineNet(2)
-    t = net[0].lock(1, EXCL, MODE_NOCHECK)
-    net.step()
-    assert net.completed[0] == {t}
-    net[0].rma(1, "x")
-    u = net[0].unlock(1)
-    net.settle()
-    assert u in net.completed[0]
-    assert net.sent == []
-    assert net[1].locks.holders == {}
-    assert net[0].peers[1].lock_granted_id == 0
-    assert_all_done(net)
-
-
-def test_lock_all_is_shared_at_every_rank() -> None:
-    net = EngineNet(3)
-    t = net[0].lock_all()
-    net.settle()
-    assert t in net.completed[0]
-    for r in range(3):
-        assert net[r].locks.holders == {0: LockRequest(0, 1, SHARED)}
-    net[1].lock(2, SHARED)
-    e = net[1].lock(0, EXCL)  # waits for rank 0's lock_all
-    net.settle()
-    assert e not in net.completed[1]
-    net[0].unlock_all()
-    net.settle()
-    assert e in net.completed[1]
-    net[1].unlock(2)
-    net[1].unlock(0)
-    net.settle()
-    assert_all_done(net)
+# ----------------------------------------------------------------------------- GATS tokens
 
 
 def test_start_token_completes_for_empty_access_epoch_closed_before_grant() -> None:
@@ -759,7 +663,10 @@ def test_start_token_completes_for_empty_access_epoch_closed_before_grant() -> N
 # ------------------------------------------------------------------------------------ flush
 
 
-def test_flush_local_then_flush_complete_after_local_then_remote_completion() -> None:
+def test_flush_local_is_answered_like_flush_by_remote_completion() -> None:
+    """flush_local and flush both finish when the target's flushed watermark covers the ops
+    called before them (the engine no longer tracks local completion per op); an op called
+    after a flush is not covered by it."""
     net = EngineNet(2)
     net.manual.add(0)
     net[0].lock(1)
@@ -769,16 +676,13 @@ def test_flush_local_then_flush_complete_after_local_then_remote_completion() ->
     f = net[0].flush(1)
     net.settle()
     assert net.payloads(0) == ["x"]
-    assert net.flush_requests[0] == [FlushTarget(1, 1)]
+    assert [a.token for a in net.issued[0]] == [x]
+    assert net.flush_requests[0] == [FlushTarget(1, 1)]  # one flush request serves both
     assert net.completed[0] & {x, fl, f} == set()
-    net[0].op_completed(x)
-    net.settle()
-    assert net.completed[0] & {x, fl, f} == {x, fl}
-    y = net[0].rma(1, "y")  # after the flush: not covered by it
+    y = net[0].rma(1, "y")  # after the flushes: not covered by them
     net[0].flushed(1, 1)
     net.settle()
-    assert net.completed[0] & {f, y} == {f}
-    net[0].op_completed(y)
+    assert net.completed[0] & {x, fl, f, y} == {fl, f}
     u = net[0].unlock(1)
     net.settle()
     assert u not in net.completed[0]
@@ -786,6 +690,7 @@ def test_flush_local_then_flush_complete_after_local_then_remote_completion() ->
     net[0].flushed(1, 2)
     net.settle()
     assert u in net.completed[0]
+    assert x not in net.completed[0] and y not in net.completed[0]  # op tokens: identities only
     assert_all_done(net)
 
 
@@ -811,8 +716,10 @@ def test_flush_all_covers_every_locked_target() -> None:
     a = net[0].rma(1, "a")
     b = net[0].rma(2, "b")
     f = net[0].flush(None)
-    net[0].op_completed(a)
-    net[0].op_completed(b)
+    net.settle()
+    assert [(op.token, op.target) for op in net.issued[0]] == [(a, 1), (b, 2)]
+    assert net.flush_requests[0] == [FlushTarget(1, 1), FlushTarget(2, 1)]
+    assert f not in net.completed[0]
     net[0].flushed(1, 1)
     net.settle()
     assert f not in net.completed[0]
@@ -897,7 +804,7 @@ def test_test_returns_false_until_exposure_finished_then_true() -> None:
 
 # --------------------------------------------------------------- DESIGN §5: counters only grow
 
-COUNTED = (PacketKind.GATS_GRANT, PacketKind.GATS_DONE, PacketKind.FENCE)
+COUNTED = (Word.GRANT, Word.DONE, Word.FENCE)
 
 
 def _busy_net() -> tuple[EngineNet, int]:
@@ -919,6 +826,7 @@ def _busy_net() -> tuple[EngineNet, int]:
         wait = net[1].wait()
         net.settle()
     assert live(net[1]) == [(5, POST, ACTIVE, True)]
+    assert net.notices(0, 1) == [(Word.DONE, 3)]
     return net, wait
 
 
@@ -934,103 +842,95 @@ def test_busy_net_counters() -> None:
         (2, 2),
         (2, 2),
     ]
+    fence = pack_fence(2, 2)
+    assert [net[r].control[net.layout.index(Word.FENCE, 1 - r)] for r in range(2)] == [fence, fence]
+
+
+def _poke(net: EngineNet, dst: int, word: Word, value: int, *, assign: bool) -> None:
+    """Put ``value`` in ``dst``'s slot of ``word`` for its peer and tell the engine: as the
+    transport would (a remote max) or, with ``assign``, overwriting the word (even lowering it,
+    which no transport does: the engine must not depend on the words' own monotonicity)."""
+    index = net.layout.index(word, 1 - dst)
+    control = net[dst].control
+    control[index] = value if assign else max(int(control[index]), value)
+    net[dst].control_changed()
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(COUNTED), st.integers(0, 1), st.integers(0, 6), st.integers(0, 6)),
+        st.tuples(
+            st.sampled_from(COUNTED), st.integers(0, 1), st.integers(0, 6), st.integers(0, 6), st.booleans()
+        ),
         max_size=25,
     )
 )
-def test_counters_never_decrease(packets: list[tuple[PacketKind, int, int, int]]) -> None:
+def test_counters_never_decrease(writes: list[tuple[Word, int, int, int, bool]]) -> None:
     net, _wait = _busy_net()
-    for kind, dst, ordinal, arg in packets:
+    for word, dst, value, opened, assign in writes:
         before = _counters(net)
-        net[dst].receive(1 - dst, ControlPacket(kind, WIN_ID, ordinal, arg))
+        _poke(net, dst, word, pack_fence(opened, value) if word is Word.FENCE else value, assign=assign)
         after = _counters(net)
         for old, new in zip(before, after, strict=True):
             assert all(a >= b for b, a in zip(old, new, strict=True)), (old, new)
         assert net[dst].failure is None
 
 
+def _without_control(engine: WindowEngine) -> dict[str, Any]:
+    picture = snapshot(engine)
+    del picture["control"]
+    return picture
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.data())
-def test_replayed_stale_packets_change_nothing(data: st.DataObject) -> None:
+def test_replayed_stale_words_change_nothing(data: st.DataObject) -> None:
+    """Stale or replayed values (each part <= what the receiver already has) in GRANT, DONE and
+    FENCE words change nothing: written as a remote max they leave the words as they are; forced
+    into the words (lowering them) the engine still acts on nothing."""
     net, wait = _busy_net()
     before = [snapshot(e) for e in net.engines]
-    limits = {  # (receiver, kind) -> what the receiver already has
-        (0, PacketKind.GATS_GRANT): net[0].peers[1].gats_granted_access_id,
-        (1, PacketKind.GATS_GRANT): net[1].peers[0].gats_granted_access_id,
-        (0, PacketKind.GATS_DONE): net[0].peers[1].gats_done_received,
-        (1, PacketKind.GATS_DONE): net[1].peers[0].gats_done_received,
-        (0, PacketKind.FENCE): 2,
-        (1, PacketKind.FENCE): 2,
+    limits = {  # (receiver, word) -> what the receiver already has
+        (0, Word.GRANT): net[0].peers[1].gats_granted_access_id,
+        (1, Word.GRANT): net[1].peers[0].gats_granted_access_id,
+        (0, Word.DONE): net[0].peers[1].gats_done_received,
+        (1, Word.DONE): net[1].peers[0].gats_done_received,
+        (0, Word.FENCE): 2,
+        (1, Word.FENCE): 2,
     }
+    assert limits[(0, Word.GRANT)] == 3 and limits[(1, Word.DONE)] == 2
+    assign = data.draw(st.booleans(), label="assign")
     for _ in range(data.draw(st.integers(1, 20))):
         dst = data.draw(st.integers(0, 1))
-        kind = data.draw(st.sampled_from(COUNTED))
-        top = limits[(dst, kind)]
-        ordinal = data.draw(st.integers(0, top))
-        arg = data.draw(st.integers(0, top)) if kind is PacketKind.FENCE else 0
-        net[dst].receive(1 - dst, ControlPacket(kind, WIN_ID, ordinal, arg))
-    assert [snapshot(e) for e in net.engines] == before
+        word = data.draw(st.sampled_from(COUNTED))
+        top = limits[(dst, word)]
+        value = data.draw(st.integers(0, top))
+        if word is Word.FENCE:
+            value = pack_fence(data.draw(st.integers(0, top)), value)
+        _poke(net, dst, word, value, assign=assign)
+    if assign:
+        assert [_without_control(e) for e in net.engines] == [
+            {k: v for k, v in b.items() if k != "control"} for b in before
+        ]
+    else:
+        assert [snapshot(e) for e in net.engines] == before
     net.release(0, 1)
     net.settle()
     assert wait in net.completed[1]
     assert_all_done(net)
 
 
-# ------------------------------------------------------------------------------- LockTable
+# ------------------------------------------------------------------------- h11-style failure
 
 
-def test_lock_table_exclusive_then_queue() -> None:
-    table = LockTable()
-    a, b, c = LockRequest(0, 1, EXCL), LockRequest(1, 1, SHARED), LockRequest(2, 1, SHARED)
-    assert table.locked is False
-    assert table.request(a) == [a]
-    assert table.request(b) == []
-    assert table.request(c) == []
-    assert (table.holders, list(table.waiting), table.locked) == ({0: a}, [b, c], True)
-    assert table.release(0, 1) == [b, c]  # both shared requests at once
-    assert (table.holders, list(table.waiting)) == ({1: b, 2: c}, [])
-    assert table.release(1, 1) == []
-    assert table.release(2, 1) == []
-    assert (table.holders, list(table.waiting), table.locked) == ({}, [], False)
-
-
-def test_lock_table_exclusive_waits_for_all_shared_and_blocks_later_shared() -> None:
-    table = LockTable()
-    s1, s2 = LockRequest(0, 1, SHARED), LockRequest(1, 1, SHARED)
-    x, s3 = LockRequest(2, 1, EXCL), LockRequest(3, 1, SHARED)
-    assert table.request(s1) == [s1]
-    assert table.request(s2) == [s2]
-    assert table.request(x) == []
-    assert table.request(s3) == []  # FIFO: no overtaking the waiting writer
-    assert table.release(1, 1) == []
-    assert table.release(0, 1) == [x]
-    assert table.release(2, 1) == [s3]
-    assert (table.holders, list(table.waiting)) == ({3: s3}, [])
-
-
-@pytest.mark.parametrize(("origin", "ordinal"), [(1, 1), (0, 2), (0, 0)])
-def test_lock_table_release_of_unheld_lock_raises_and_changes_nothing(origin: int, ordinal: int) -> None:
-    table = LockTable()
-    table.request(LockRequest(0, 1, EXCL))
-    table.request(LockRequest(1, 1, EXCL))
-    before = (dict(table.holders), list(table.waiting))
-    with pytest.raises(ValueError):
-        table.release(origin, ordinal)
-    assert (dict(table.holders), list(table.waiting)) == before
-
-
-def test_lock_release_for_unheld_lock_fails_the_engine() -> None:
-    """A LOCK_RELEASE that does not match the table is an internal inconsistency (h11-style)."""
+def test_fetch_result_never_asked_for_fails_the_engine() -> None:
+    """A ``fetched`` for a token the engine never issued a ControlFetch for is an internal
+    inconsistency: the window fails for good, every pending Request with it (h11-style)."""
     net = EngineNet(2)
     t = net[0].lock(1)
+    assert net[0].failure is None
+    net[0].fetched(10_000, 0)
+    assert net[0].failure is not None
     net.step()
-    net[1].receive(0, ControlPacket(PacketKind.LOCK_RELEASE, WIN_ID, 1))
-    assert net[1].failure is not None
-    net.step()
-    refused(net[1], type(net[1].failure), net[1].fence)
-    assert t not in net.completed[0]
+    assert net.errors[0].keys() == {t}
+    refused(net[0], type(net[0].failure), net[0].fence)

@@ -80,15 +80,24 @@ def release_start(net: EngineNet) -> None:
     net[1].wait()
 
 
+def hold_own_lock(net: EngineNet) -> None:
+    """Rank 1 locks its own window exclusively and holds it, so a lock request of rank 0 towards
+    rank 1 queues behind it: the lock stays busy until :func:`release_lock` (no engine of the
+    target is needed to *grant* a lock any more, so holding a packet cannot keep it waiting)."""
+    net[1].lock(1)
+    net.settle()
+    assert net[1].open_epochs()[-1].access[1].granted
+
+
 def open_lock(net: EngineNet) -> None:
-    net.hold(1, 0)  # rank 1's LOCK_GRANT stays in flight
+    hold_own_lock(net)  # the lock stays busy: rank 0's request waits in the queue
     net[0].lock(1)
     net[0].rma(1, "e1")
     net[0].unlock(1)
 
 
 def release_lock(net: EngineNet) -> None:
-    net.release(1, 0)
+    net[1].unlock(1)
 
 
 def open_post(net: EngineNet) -> None:
@@ -250,8 +259,6 @@ def test_rule13a_transactions_to_one_target_serialize_others_overlap() -> None:
     assert [(e.id, e.state) for e in net[0].live_epochs()] == [(1, ACTIVE), (2, ACTIVE), (3, DEFERRED)]
     assert [a.payload for a in net.issued[0]] == ["a0", "b0"]
     net.manual.discard(0)
-    for action in list(net.issued[0]):
-        net[0].op_completed(action.token)
     for target in (1, 2):
         net[0].flushed(target, net[0].peers[target].issued_seq)
     net.settle()
@@ -314,7 +321,7 @@ def test_rules16a_17a_post_while_the_window_is_locked_is_not_reordered(e1: Epoch
     open_e1(net)
     net[3].lock(0, LockType.SHARED)
     net.settle()
-    assert net[0].locks.locked
+    assert net[0].window_locked
     net[2].start([0])
     net[2].complete()
     net[0].post([2])
@@ -324,7 +331,7 @@ def test_rules16a_17a_post_while_the_window_is_locked_is_not_reordered(e1: Epoch
 
     net[3].unlock(0)
     net.settle()
-    assert not net[0].locks.locked
+    assert not net[0].window_locked
     assert state(net, 0, 1) is ACTIVE  # E1 still waits for rank 1 ...
     assert state(net, 0, 2) is None  # ... but E2 activated at the release, and completed
     steps = lifetime(net, 0)
@@ -367,7 +374,7 @@ def release_fence(net: EngineNet) -> None:
 
 
 def open_lock_all(net: EngineNet) -> None:
-    net.hold(1, 0)
+    hold_own_lock(net)  # rank 0's shared lock at rank 1 waits behind it
     net[0].lock_all()
     net[0].rma(1, "e1")
     net[0].unlock_all()
@@ -666,29 +673,49 @@ def test_local_exposure_after_access(enabled: bool, spelling: str) -> None:
 @pytest.mark.timeout(30)
 def test_local_lock_all_never_reordered_observer_timestamps() -> None:
     """Rule 19 through the API, watched with the ``comm.observer`` hook: after lock_all, a lock
-    waits for the lock_all epoch to complete even with every flag (both spellings)."""
+    waits for the lock_all epoch to complete even with every flag (both spellings).
+
+    Rank 1 holds an exclusive lock on its own window meanwhile, so rank 0's lock_all stays active
+    (its shared lock at rank 1 is queued) until rank 1 lets go: on the local transport an
+    uncontended lock_all/unlock_all completes within the calls (the lock atomics are carried
+    out inline), which would leave nothing for the later lock to wait for."""
+    shared: dict[str, asyncio.Event] = {}
 
     async def main(comm: aiorma.Comm) -> Any:
+        late = shared.setdefault("late", asyncio.Event())
         log: list[tuple[int, int, EpochEvent]] = []
         comm.observer = lambda win_id, event: log.append((time.perf_counter_ns(), win_id, event))
         info = {MPI_KEY[AAA]: "1", MPI_KEY[AAE]: "true", EAE: True, EAA: "on"}
         win = await comm.win_allocate(4, np.int64, info=info)
         assert win.engine.info == ALL_FLAGS
+        seen = None
+        if comm.rank == 1:
+            await win.lock(1, aiorma.LOCK_EXCLUSIVE)
+        await comm.barrier()
         if comm.rank == 0:
             win.lock_all()
             win.put(np.array([5]), 1, 0)
             done_all = win.unlock_all()
             win.lock(1)
             win.put(np.array([6]), 1, 1)
-            await win.unlock(1)
+            unlocked = win.unlock(1)
+            await settle_loop()
+            seen = (done_all.done(), unlocked.done())
+            late.set()
+            await unlocked
             await done_all
+        else:
+            await late.wait()
+            await win.unlock(1)
         await comm.barrier()
         memory = win.memory.tolist()
         await win.free()
-        return [(t, w, e.step, e.epoch_id) for t, w, e in log], memory
+        mine = [(t, w, e.step, e.epoch_id) for t, w, e in log if w == win.win_id]
+        return mine, memory, seen
 
     results = aiorma.run(main, nprocs=2)
-    log, _ = results[0]
+    log, _, seen = results[0]
+    assert seen == (False, False)  # both wait for rank 1's own lock, the lock also for rule 19
     assert results[1][1][:2] == [5, 6]
     when = {(step, epoch): t for t, _w, step, epoch in log if step != "issue"}
     assert when[("complete", 1)] <= when[("activate", 2)]
