@@ -72,8 +72,6 @@ class Comm:
         if win_id is None:  # internal windows (the collectives' landing windows) bring their own id
             win_id = self._next_win_id
             self._next_win_id += 1
-        # The engine exists before the collective finishes: a faster peer may already send
-        # packets for this window, and they must not be dropped as stale.
         observer = self.observer
         # The control region exists on every rank before any engine acts: window creation is
         # collective and zeroes it, so a faster peer's writes cannot be lost.

@@ -61,7 +61,7 @@ class PeerTrait:
     """What one window knows about its instance at one peer: monotonic counters only.
 
     Every counter only grows and is compared with >=, so a grant that arrives long before the access
-    it grants is remembered in O(1) space, and replayed packets cannot move anything backwards.
+    it grants is remembered in O(1) space, and replayed writes cannot move anything backwards.
     """
 
     gats_accesses_opened: int = 0  # our accesses towards this peer

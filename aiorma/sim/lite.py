@@ -1,6 +1,6 @@
 """Lightweight simulated ranks: windows and one-sided puts straight on the network model.
 
-The full engine costs O(P²) control packets per fence (every rank tells every other), which is
+The full engine costs O(P²) control writes per fence (every rank tells every other), which is
 fine up to a few dozen ranks but not for evaluating collectives at P = 1024.  Here a window is a
 numpy array per rank and a put is a real write into the target's array, delivered at the time the
 :class:`~aiorma.transport.simnet.NetworkModel` gives; nothing else is modelled (no epochs, no

@@ -6,7 +6,7 @@ Three parts, each small:
   cluster (:class:`~aiorma.collectives.topology.Topology`: ranks on nodes, nodes on switches, link
   speeds) with per-rank counters.  The model only does arithmetic on times; it never sleeps.
 * :class:`SimNetwork` — a :class:`~aiorma.transport.local.LocalNetwork` whose RMA operations and
-  control packets take the model's time, so real aiorma ranks (the engine, windows, epochs) run on
+  control writes take the model's time, so real aiorma ranks (the engine, windows, epochs) run on
   the simulated cluster: :func:`run_simulated`.
 * :class:`VirtualClockLoop` — an asyncio event loop whose ``time()`` is virtual: when nothing is
   ready it jumps straight to the next timer.  Python work costs no simulated time; time passes only
@@ -101,7 +101,7 @@ class NetworkParams:
 
 @attrs.define
 class RankCounters:
-    """What one rank sent: RMA operations by kind, control packets, multicasts, bytes."""
+    """What one rank sent: RMA operations by kind, control writes (``packets``), multicasts, bytes."""
 
     puts: int = 0
     gets: int = 0
@@ -271,7 +271,7 @@ class EventQueue:
 
 class SimNetwork(LocalNetwork):
     """The ``local`` transport on a simulated cluster: RMA operations complete, and control
-    packets are handled, at the times :class:`NetworkModel` gives.  Run ranks on it with
+    writes are noticed, at the times :class:`NetworkModel` gives.  Run ranks on it with
     :func:`run_simulated` (it needs a :class:`VirtualClockLoop` for meaningful times)."""
 
     def __init__(self, topology: Topology, params: NetworkParams | None = None) -> None:
