@@ -129,10 +129,8 @@ class ProgressDriver:
                 while dirty:
                     win_id = dirty.pop()
                     engine = engines.get(win_id)
-                    if engine is not None:
-                        actions = engine.drain()
-                        if actions:
-                            self._execute(win_id, actions)
+                    if engine is not None and engine._actions:
+                        self._execute(win_id, engine.drain())
         finally:
             self._pumping = False
 
@@ -162,8 +160,9 @@ class ProgressDriver:
                 old = endpoint.control_fetch(
                     win_id, action.token, action.dest, action.index, action.op, action.value, action.compare
                 )
-                if old is not None:
-                    events.append(("fetched", win_id, action.token, old))
+                if old is not None:  # answered inside the call (shared memory): act on it now
+                    self.engines[win_id].fetched(action.token, old)
+                    self._dirty.add(win_id)
             elif kind is CompleteRequest:
                 self._finish(win_id, action.token, action.error)
             elif kind is ControlWrite:

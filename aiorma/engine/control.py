@@ -68,29 +68,30 @@ def unpack_fence(word: int) -> tuple[int, int]:
     return word >> FENCE_SHIFT, word & FENCE_MASK
 
 
+_PER_PEER = len(Word)
+
+
 @attrs.frozen
 class ControlLayout:
     """Indices of the words of one window's control region for ``size`` ranks."""
 
     size: int
+    lock_tail: int = attrs.field(init=False)
+    lock_state: int = attrs.field(init=False)
+    words: int = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Looked up on every lock step: plain attributes, not properties.
+        per_peer = _PER_PEER * self.size
+        object.__setattr__(self, "lock_tail", per_peer)
+        object.__setattr__(self, "lock_state", per_peer + 1)
+        object.__setattr__(self, "words", per_peer + 2)
 
     def index(self, word: Word, peer: int) -> int:
-        return int(word) * self.size + peer
+        return word * self.size + peer
 
     def word_of(self, index: int) -> tuple[Word | None, int]:
         """(word, peer) of a per-peer index; (None, -1) for the lock words of this rank."""
-        if index >= len(Word) * self.size:
+        if index >= self.lock_tail:
             return None, -1
         return Word(index // self.size), index % self.size
-
-    @property
-    def lock_tail(self) -> int:
-        return len(Word) * self.size
-
-    @property
-    def lock_state(self) -> int:
-        return len(Word) * self.size + 1
-
-    @property
-    def words(self) -> int:
-        return len(Word) * self.size + 2
