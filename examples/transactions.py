@@ -18,6 +18,9 @@ Modes, each on its own window and with the same transactions:
 * ``nonblocking+aaar``: the same on a window with ``Info(access_after_access_reorder=True)``, so
   lock epochs towards *different* targets are active together (rule 13); two towards the same
   target are still serialised by the exclusive lock itself.
+* ``mpi4py`` (not by default; MPI only): the baseline, the same transactions with raw mpi4py's
+  blocking ``Win.Lock``/``Accumulate``/``Unlock`` on a ``Win.Allocate`` window, so a run can report
+  aiorma's modes as ratios against the MPI library's own.
 
 Verification is exact: each rank's transactions come from ``numpy.random.default_rng([seed,
 rank])``, so every rank can replay every rank's plan and compute, element by element, what its own
@@ -46,6 +49,8 @@ import numpy as np
 import aiorma
 
 MODES = ("blocking", "nonblocking", "nonblocking+aaar")
+MPI4PY = "mpi4py"  # raw mpi4py baseline: not a default mode, and needs mpiexec
+KNOWN_MODES = (MPI4PY, *MODES)
 UPDATE = 32  # int64 elements per transaction: 256 B
 WINDOW = 4096  # int64 elements exposed per rank
 
@@ -123,11 +128,67 @@ async def run_transactions(
     return time.perf_counter() - start
 
 
+class Mpi4pyWindow:
+    """The ``mpi4py`` mode's window: the same transactions through blocking MPI calls.
+
+    Only under mpiexec with aiorma's MPI transport (its ``comm`` is ``MPI.COMM_WORLD``'s ranks).
+    """
+
+    def __init__(self, window: int, size: int) -> None:
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        if self.comm.size != size:  # e.g. in-process ranks (--local): MPI has just this process
+            raise ValueError("the mpi4py mode needs every rank under mpiexec (not --local)")
+        self.win = MPI.Win.Allocate(window * 8, 8, comm=self.comm)
+        self.local = np.frombuffer(self.win.tomemory(), np.int64)
+        self.win.Lock(self.comm.rank, MPI.LOCK_EXCLUSIVE)
+        self.local[:] = 0
+        self.win.Unlock(self.comm.rank)
+        self.comm.Barrier()  # nobody accumulates into a window not yet zeroed
+
+    def run(self, plan: Plan, report: str | None) -> float:
+        """Every transaction of ``plan``, one blocking lock/accumulate/unlock after another."""
+        MPI, win = self.MPI, self.win
+        total = len(plan.targets)
+        next_report = time.perf_counter() + 2.0
+        start = time.perf_counter()
+        for t in range(total):
+            target = int(plan.targets[t])
+            win.Lock(target, MPI.LOCK_EXCLUSIVE)
+            # Both sides typed INT64_T: numpy's int64 would map to MPI_LONG, a different signature.
+            update = [plan.values[t], MPI.INT64_T]
+            win.Accumulate(update, target, (int(plan.offsets[t]), UPDATE, MPI.INT64_T), MPI.SUM)
+            win.Unlock(target)
+            if report is not None and time.perf_counter() >= next_report:
+                print(f"{report}: {t + 1}/{total} transactions done", file=sys.stderr, flush=True)
+                next_report += 2.0
+        return time.perf_counter() - start
+
+    def barrier(self) -> None:
+        # MPI's own barrier, not aiorma's: ranks wait inside MPI, where MPICH serves the lock
+        # requests of ranks still running (as in a plain mpi4py program).
+        self.comm.Barrier()
+
+    def free(self) -> np.ndarray:
+        """Free the window after every rank is done with it; return a copy of its final contents."""
+        self.comm.Barrier()
+        self.win.Lock(self.comm.rank, self.MPI.LOCK_SHARED)  # the public copy, synchronised
+        final = self.local.copy()
+        self.win.Unlock(self.comm.rank)
+        self.win.Free()
+        return final
+
+
 async def main(comm: aiorma.Comm, options: Options) -> dict[str, object]:
     """Run every mode ``repeats`` times; return this rank's times and verification per mode."""
     plan = make_plan(options.seed, comm.rank, comm.size, options.transactions, options.window)
-    windows = {}
+    windows: dict[str, aiorma.Window | Mpi4pyWindow] = {}
     for mode in options.modes:
+        if mode == MPI4PY:
+            windows[mode] = Mpi4pyWindow(options.window, comm.size)
+            continue
         info = aiorma.Info(access_after_access_reorder=mode == "nonblocking+aaar")
         windows[mode] = await comm.win_allocate(options.window, np.int64, info)
     elapsed: dict[str, list[float]] = {mode: [] for mode in options.modes}
@@ -138,11 +199,16 @@ async def main(comm: aiorma.Comm, options: Options) -> dict[str, object]:
             label = f"[transactions] {mode} run {repeat + 1}/{options.repeats}"
             report = label if options.progress and comm.rank == 0 else None
             cpu_start = time.process_time()
-            seconds = await run_transactions(
-                windows[mode], plan, mode == "blocking", options.inflight, report
-            )
-            # CPU until every rank is done: a rank that finished early still serves lock requests.
-            await comm.barrier()
+            win = windows[mode]
+            if isinstance(win, Mpi4pyWindow):
+                win.barrier()
+                cpu_start = time.process_time()
+                seconds = win.run(plan, report)
+                win.barrier()
+            else:
+                seconds = await run_transactions(win, plan, mode == "blocking", options.inflight, report)
+                # CPU until every rank is done: a rank that finished early still serves lock requests.
+                await comm.barrier()
             cpu[mode].append(time.process_time() - cpu_start)
             elapsed[mode].append(seconds)
             if report is not None:
@@ -150,6 +216,9 @@ async def main(comm: aiorma.Comm, options: Options) -> dict[str, object]:
     expected = expected_window(options, comm.rank, comm.size)
     verified = {}
     for mode, win in windows.items():
+        if isinstance(win, Mpi4pyWindow):
+            verified[mode] = bool(np.array_equal(win.free(), expected))
+            continue
         # free() completes every epoch and every peer's operations into this window; afterwards
         # win.memory is a private copy of the final contents.
         await win.free()
@@ -187,23 +256,29 @@ def summarize(options: Options, ranks: list[dict[str, object]]) -> dict[str, obj
 def print_table(summary: dict[str, object]) -> None:
     modes: dict[str, dict[str, object]] = summary["modes"]  # type: ignore[assignment]
     base = modes.get("blocking", {}).get("tx_per_s")
+    mpi = modes.get(MPI4PY, {}).get("tx_per_s")
     print(
         f"{summary['ranks']} ranks, {summary['transactions_per_rank']} transactions per rank "
         f"of {summary['bytes_per_update']} B, at most {summary['inflight']} in flight, "
         f"median of {summary['repeats']} runs"
     )
-    print(f"{'mode':<18} {'tx/s (job)':>12} {'vs blocking':>12} {'CPU µs/tx':>10}  verified")
+    print(
+        f"{'mode':<18} {'tx/s (job)':>12} {'vs blocking':>12} {'vs mpi4py':>10} {'CPU µs/tx':>10}  verified"
+    )
     for mode, row in modes.items():
         ratio = f"{row['tx_per_s'] / base:.2f}x" if base else "-"
+        vs_mpi = f"{row['tx_per_s'] / mpi:.3g}x" if mpi else "-"
         rate, cpu = row["tx_per_s"], row["cpu_us_per_tx"]
-        print(f"{mode:<18} {rate:>12.0f} {ratio:>12} {cpu:>10.0f}  {row['verified']}")
+        print(f"{mode:<18} {rate:>12.0f} {ratio:>12} {vs_mpi:>10} {cpu:>10.0f}  {row['verified']}")
 
 
 def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transactions", "-T", type=int, default=Options.transactions, metavar="T")
     parser.add_argument("--inflight", "-K", type=int, default=Options.inflight, metavar="K")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, from " + ", ".join(MODES))
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="comma-separated, from " + ", ".join(KNOWN_MODES)
+    )
     parser.add_argument("--repeats", type=int, default=Options.repeats)
     parser.add_argument("--seed", type=int, default=Options.seed)
     parser.add_argument("--local", type=int, metavar="N", help="run N ranks in-process instead of MPI")
@@ -211,9 +286,11 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m not in KNOWN_MODES]
     if unknown or not modes:
-        parser.error(f"unknown mode(s) {unknown}; choose from {', '.join(MODES)}")
+        parser.error(f"unknown mode(s) {unknown}; choose from {', '.join(KNOWN_MODES)}")
+    if args.local is not None and MPI4PY in modes:
+        parser.error("the mpi4py mode needs mpiexec, not --local")
     if args.transactions < 1 or args.inflight < 1 or args.repeats < 1:
         parser.error("--transactions, --inflight and --repeats must be at least 1")
     if args.local is not None and args.local < 1:

@@ -6,34 +6,32 @@ MPICH's hydra starts more ranks than cores without extra flags.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from aiorma.bench._launch import locate_mpiexec, mpiexec_command
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-
-def find_mpiexec() -> str | None:
-    """The ``mpiexec`` installed next to this interpreter (the mpich wheel's), else one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    return str(beside) if beside.exists() else shutil.which("mpiexec")
+__all__ = ["REPO_ROOT", "locate_mpiexec", "run_mpi"]
 
 
 def run_mpi(
-    script: str | Path, nprocs: int, *args: str, timeout: float = 120
+    script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
 ) -> subprocess.CompletedProcess[str]:
     """Run ``mpiexec -n nprocs python script args`` with the repository on ``PYTHONPATH``.
 
-    Raises AssertionError, with the captured stdout/stderr, on a non-zero exit or a timeout; on a
-    timeout the whole process group (mpiexec and every rank) is killed first.
+    ``emulate_nodes >= 2`` runs the ranks on that many emulated nodes (see
+    :func:`aiorma.bench._launch.mpiexec_command`); the caller checks ``emulation_unavailable()``
+    first.  Raises AssertionError, with the captured stdout/stderr, on a non-zero exit or a timeout;
+    on a timeout the whole process group (mpiexec and every rank) is killed first.
     """
-    mpiexec = find_mpiexec()
-    assert mpiexec is not None, "no mpiexec found (install the mpich wheel)"
+    assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    cmd = [mpiexec, "-n", str(nprocs), sys.executable, str(script), *args]
+    cmd = mpiexec_command(nprocs, [sys.executable, str(script), *args], emulate_nodes)
     # A new session makes mpiexec and its ranks one process group that a timeout can kill whole.
     with subprocess.Popen(
         cmd,

@@ -16,7 +16,7 @@ import pytest
 from aiorma.bench import patterns
 from aiorma.bench._patterns_experiments import EXPERIMENTS, FLAG, NONBLOCKING
 
-from .mpi_harness import REPO_ROOT, find_mpiexec
+from .mpi_harness import REPO_ROOT, locate_mpiexec
 
 KEYS = {"experiment", "size_bytes", "series", "delay_us", "propagated_us", "victim_us", "reps"}
 
@@ -93,7 +93,7 @@ def test_helper_modules_are_not_benchmarks() -> None:
 @pytest.mark.timeout(180)
 def test_patterns_mpi_tiny(tmp_path: Path) -> None:
     """Re-executes itself under the mpich wheel's mpiexec: a 2-rank and a 3-rank job."""
-    assert find_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
+    assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
     names = ["wait_at_fence", "exposure_after_exposure"]
     out = tmp_path / "mpi.json"
     cmd = [sys.executable, "-m", "aiorma.bench", "patterns", "--transport", "mpi", "--reps", "2"]

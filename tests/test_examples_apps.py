@@ -76,6 +76,23 @@ def test_transactions_mpi(tmp_path: Path) -> None:
     check_transactions(read_json(out), 3)
 
 
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_transactions_mpi4py_baseline(tmp_path: Path) -> None:
+    """The raw mpi4py mode runs the same transactions and passes the same exact check."""
+    out = tmp_path / "tx.json"
+    run_mpi(EXAMPLES / "transactions.py", 2, *TX_ARGS, "--modes", "mpi4py,blocking", "--json", str(out))
+    summary = read_json(out)
+    assert set(summary["modes"]) == {"mpi4py", "blocking"}
+    assert all(row["verified"] is True and row["tx_per_s"] > 0 for row in summary["modes"].values())
+
+
+def test_transactions_mpi4py_mode_refuses_local() -> None:
+    tx = load_example("transactions")
+    with pytest.raises(SystemExit):
+        tx.parse(["--local", "2", "--modes", "mpi4py"])
+
+
 def test_transactions_expected_window_is_a_plain_replay() -> None:
     tx = load_example("transactions")
     options = tx.Options(transactions=50, repeats=2, window=64)
@@ -195,7 +212,11 @@ def test_bench_transactions_driver(tmp_path: Path) -> None:
     run_python("-m", "aiorma.bench", "transactions", *args, "--plot", str(tmp_path), timeout=100)
     document = read_json(out)
     assert document["verified"] is True
-    assert set(document["ratios"]["2"]) == {"nonblocking/blocking", "nonblocking+aaar/blocking"}
+    aiorma_modes = ("blocking", "nonblocking", "nonblocking+aaar")
+    expected = {f"{m}/mpi4py" for m in aiorma_modes} | {"mpi4py/blocking"}
+    expected |= {"nonblocking/blocking", "nonblocking+aaar/blocking"}
+    assert set(document["ratios"]["2"]) == expected
+    assert document["emulate_nodes"] == 0
     assert (tmp_path / "transactions_throughput.png").stat().st_size > 0
 
 

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ._launch import find_mpiexec
+from ._launch import emulation_unavailable, mpiexec_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
@@ -44,20 +44,26 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run_example(script: str, ranks: int, args: list[str], timeout: float) -> dict[str, Any]:
+def run_example(
+    script: str, ranks: int, args: list[str], timeout: float, emulate_nodes: int = 0
+) -> dict[str, Any]:
     """Run ``examples/<script>`` on ``ranks`` processes with ``--json``; return what it wrote.
 
-    The example's table goes to our stdout, its progress lines straight to our stderr.  On a
-    timeout the whole job (mpiexec and every rank) is killed.  Raises SystemExit on failure.
+    ``emulate_nodes >= 2`` spreads the ranks over that many emulated nodes (see
+    :mod:`aiorma.bench._launch`).  The example's table goes to our stdout, its progress lines
+    straight to our stderr.  On a timeout the whole job (mpiexec and every rank) is killed.  Raises
+    SystemExit on failure, or if emulation was asked for and cannot run here.
     """
     path = EXAMPLES / script
     if not path.exists():
         raise SystemExit(f"{path} not found: run the benchmark from a source checkout")
+    if emulate_nodes >= 2 and (reason := emulation_unavailable()) is not None:
+        raise SystemExit(reason)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(path), *args, "--json", str(out)]
+        cmd = mpiexec_command(ranks, [sys.executable, str(path), *args, "--json", str(out)], emulate_nodes)
         print(f"$ {shlex.join(cmd)}", file=sys.stderr, flush=True)
         with subprocess.Popen(
             cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
@@ -92,15 +98,17 @@ def write_document(
     ratios: Callable[[dict[str, Any]], dict[str, float]],
     verified: bool,
     path: str | None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """Write the benchmark's JSON (command, machine, per-rank-count results and ratios) to
-    ``path``, if one was given."""
+    ``path``, if one was given, with the entries of ``extra`` (e.g. the emulation mode)."""
     if not path:
         return
     document = {
         "benchmark": name,
         "command": shlex.join(["python", "-m", "aiorma.bench", name, *argv]),
         "machine": machine(),
+        **(extra or {}),
         "results": {str(r): s for r, s in results.items()},
         "ratios": {str(r): ratios(s) for r, s in results.items()},
         "verified": verified,

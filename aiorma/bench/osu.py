@@ -1,15 +1,20 @@
 """OSU-style one-sided latency and bandwidth: aiorma against raw mpi4py, in the same run.
 
     python -m aiorma.bench osu [--json PATH] [--plot DIR] [--iters N] [--max-size BYTES]
+                               [--emulate-nodes K]
 
-Launches itself on 2 ranks under the mpich wheel's ``mpiexec``.  Rank 0 is the origin, rank 1 the
+Launches itself on 2 ranks under the mpich wheel's ``mpiexec``; with ``--emulate-nodes 2`` the two
+ranks run as if on two nodes (own hostnames, no shared memory between them: see
+``aiorma.bench._launch``), which the measuring code itself does not know.  Rank 0 is the origin, rank 1 the
 target.  For every synchronization mode (fence, pscw, lock, lock_all+flush) and operation (put,
 get, accumulate, fetch_and_op, compare_and_swap) it times one epoch per iteration, as
 ``osu_put_latency`` does, first with mpi4py's blocking MPI calls, then with aiorma awaiting each
 call (the blocking form).  Both use allocated windows (``Win.Allocate``/``win_allocate``, OSU's
 default): MPICH's RMA into them is truly passive.  Bandwidth (``osu_put_bw``/``osu_get_bw``
-shape): 32 operations per lock epoch.  The report is the ratio aiorma / MPI for each cell;
-medians over ``--iters`` epochs.
+shape): 32 operations per lock epoch.  Message sizes double from 8 B to ``--max-size`` (4 MiB by
+default) for put, get and accumulate; the atomics move 8 B.  The report is the ratio aiorma / MPI
+for each cell; medians over ``--iters`` epochs.  ``--json`` writes the records with the machine,
+date, emulation mode and each rank's hostname.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import socket
 import statistics
 import sys
 import time
@@ -26,19 +33,39 @@ from typing import Any
 
 import numpy as np
 
-from ._launch import ensure_mpi_ranks
+from ._example_runs import machine
+from ._launch import EMULATE_ENV, ensure_mpi_ranks
 
 MODES = ("fence", "pscw", "lock", "lock_all")
 OPS = ("put", "get", "accumulate", "fetch_and_op", "compare_and_swap")
 WINDOW_OPS = 32  # operations per epoch in the bandwidth test
+MAX_SIZE = 4 << 20  # bytes: OSU's default sweep ends at 4 MiB
 
 
 def sizes_up_to(limit: int) -> list[int]:
+    """Message sizes in bytes: 8, 16, 32, ... up to ``limit``, and ``limit`` itself (rounded down
+    to whole int64 elements) if it is not such a power of two."""
     sizes, size = [], 8
     while size <= limit:
         sizes.append(size)
-        size *= 4
-    return sizes
+        size *= 2
+    last = limit // 8 * 8
+    if sizes and last > sizes[-1]:
+        sizes.append(last)
+    return sizes or [8]
+
+
+def where_am_i() -> dict[str, Any]:
+    """What this rank sees of its node: how it tells, if at all, that the node is emulated."""
+    from mpi4py import MPI
+
+    return {
+        "rank": MPI.COMM_WORLD.Get_rank(),
+        "hostname": socket.gethostname(),
+        "processor_name": MPI.Get_processor_name(),
+        "MPIR_CVAR_NOLOCAL": os.environ.get("MPIR_CVAR_NOLOCAL"),
+        EMULATE_ENV: os.environ.get(EMULATE_ENV),
+    }
 
 
 # ---------------------------------------------------------------------------------- mpi4py
@@ -200,8 +227,17 @@ def cases(max_size: int) -> list[dict[str, Any]]:
     return found
 
 
-async def measure(comm: Any, options: argparse.Namespace) -> list[dict[str, Any]]:
-    records = []
+async def measure(comm: Any, options: argparse.Namespace) -> dict[str, Any]:
+    """Every cell, mpi4py then aiorma; on rank 0 the records and every rank's :func:`where_am_i`
+    (other ranks: empty)."""
+    from mpi4py import MPI
+
+    # Blocking mpi4py calls inside aiorma.run are fine here: nothing of aiorma's is in flight.
+    ranks_seen = MPI.COMM_WORLD.gather(where_am_i(), root=0)
+    if comm.rank == 0:
+        hosts = ", ".join(f"rank {r['rank']} on {r['hostname']}" for r in ranks_seen)
+        print(f"[osu] {hosts}", file=sys.stderr, flush=True)
+    records: list[dict[str, Any]] = []
     todo = cases(options.max_size)
     for i, case in enumerate(todo):
         count = case["size_bytes"] // 8
@@ -220,7 +256,7 @@ async def measure(comm: Any, options: argparse.Namespace) -> list[dict[str, Any]
                 file=sys.stderr,
                 flush=True,
             )
-    return records
+    return {"records": records, "ranks": ranks_seen} if comm.rank == 0 else {}
 
 
 def plot(records: list[dict[str, Any]], directory: Path) -> list[Path]:
@@ -272,21 +308,45 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", type=Path, help="write the records here")
     parser.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
     parser.add_argument("--iters", type=int, default=50, help="epochs per measurement (median)")
-    parser.add_argument("--max-size", type=int, default=1 << 20, help="largest message in bytes")
+    parser.add_argument(
+        "--max-size", type=int, default=MAX_SIZE, help="largest message in bytes (default %(default)s)"
+    )
+    parser.add_argument(
+        "--emulate-nodes",
+        type=int,
+        default=0,
+        metavar="K",
+        help="run the ranks on K emulated nodes (2: no shared memory, own hostnames; needs root)",
+    )
     options = parser.parse_args(argv)
-    if ensure_mpi_ranks(2, "aiorma.bench", ["osu", *argv]):
+    if options.iters < 1 or options.max_size < 8 or options.emulate_nodes < 0:
+        parser.error("--iters must be at least 1, --max-size at least 8, --emulate-nodes at least 0")
+    if ensure_mpi_ranks(2, "aiorma.bench", ["osu", *argv], emulate_nodes=options.emulate_nodes):
         return 0  # the ranks ran under mpiexec and wrote the results
 
     import aiorma
 
-    records = aiorma.run(measure, options)
+    found = aiorma.run(measure, options)
+    records = found.get("records")
     if os.environ.get("PMI_RANK", "0") == "0" and records:
         if options.json:
+            document = {
+                "benchmark": "osu",
+                "command": shlex.join(["python", "-m", "aiorma.bench", "osu", *argv]),
+                "machine": machine(),
+                "emulate_nodes": options.emulate_nodes,
+                "ranks": found["ranks"],
+                "iters": options.iters,
+                "records": records,
+            }
             options.json.parent.mkdir(parents=True, exist_ok=True)
-            options.json.write_text(json.dumps(records, indent=1))
+            options.json.write_text(json.dumps(document, indent=1))
         if options.plot:
             for path in plot(records, options.plot):
                 print(f"wrote {path}", file=sys.stderr)
+        hosts = ", ".join(f"rank {r['rank']}: {r['hostname']}" for r in found["ranks"])
+        emulated = f"{options.emulate_nodes} emulated nodes" if options.emulate_nodes >= 2 else "one node"
+        print(f"osu, {emulated} ({hosts}); median of {options.iters} epochs; ratio = aiorma / mpi4py")
         print(f"{'test':9} {'mode':8} {'op':16} {'bytes':>8} {'mpi us':>9} {'aiorma us':>10} {'ratio':>6}")
         for r in records:
             print(
