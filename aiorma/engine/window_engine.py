@@ -23,6 +23,7 @@ atomics on the target's lock words (:mod:`.lock_protocol`): the target's engine 
 from __future__ import annotations
 
 import operator
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -101,7 +102,11 @@ class WindowEngine:
         self.observer = observer
         self.failure: EngineFailure | None = None
         self.freeing = False
-        self._live: list[Epoch] = []  # epochs not yet completed, in the order they were opened
+        # Epochs not yet completed, in the order they were opened.  Activation is serial (rule 8),
+        # so they are the active ones followed by the deferred ones; kept apart so that an event
+        # looks only at the (few) active epochs, and holding N deferred epochs costs O(N) in all.
+        self._active: list[Epoch] = []
+        self._deferred: deque[Epoch] = deque()
         self._exposure: Epoch | None = None  # open (application level) post epoch
         self._gats_access: Epoch | None = None  # open start epoch
         self._locks_open: dict[int, Epoch] = {}  # open lock epochs by target
@@ -130,7 +135,7 @@ class WindowEngine:
     @property
     def quiescent(self) -> bool:
         """No epoch is live and no request is pending."""
-        return not self._live and not self._pending_tokens
+        return not self._active and not self._deferred and not self._pending_tokens
 
     def open_epochs(self) -> list[Epoch]:
         """Epochs open at application level (not yet closed by the program), in opening order."""
@@ -138,7 +143,7 @@ class WindowEngine:
 
     def live_epochs(self) -> list[Epoch]:
         """Epochs not yet completed internally, in opening order."""
-        return list(self._live)
+        return [*self._active, *self._deferred]
 
     # ------------------------------------------------------ application: active target
 
@@ -425,8 +430,8 @@ class WindowEngine:
     def _flushed(self, target: int, upto: int) -> None:
         peer = self.peers[target]
         peer.remote_complete_seq = max(peer.remote_complete_seq, upto)
-        for epoch in list(self._live):
-            if epoch.is_access and target in epoch.access:
+        for epoch in list(self._active):
+            if target in epoch.access:
                 self._advance(epoch)
         self._service_flush_waiters()
 
@@ -471,7 +476,7 @@ class WindowEngine:
         self._last_kind = kind
         if epoch.is_access:
             epoch.access = {r: AccessTarget(r) for r in group}
-        self._live.append(epoch)
+        self._deferred.append(epoch)
         self._open_epochs[epoch.id] = epoch
         if kind is EpochKind.POST:
             self._exposure = epoch
@@ -513,17 +518,16 @@ class WindowEngine:
             self._activate_again = True
             while self._activate_again:
                 self._activate_again = False
-                for epoch in list(self._live):
-                    if epoch.state is not EpochState.DEFERRED:
-                        continue
-                    if not self._can_activate(epoch):
-                        break
+                deferred = self._deferred
+                while deferred and self._can_activate(deferred[0]):
+                    epoch = deferred.popleft()
+                    self._active.append(epoch)
                     self._activate(epoch)
         finally:
             self._activating = False
 
     def _can_activate(self, epoch: Epoch) -> bool:
-        earlier = self._live[: self._live.index(epoch)]  # all active, by rule 8
+        earlier = self._active  # every earlier live epoch is active, by rule 8
         if not earlier:
             return True
         if epoch.kind in NEVER_REORDERED or any(e.kind in NEVER_REORDERED for e in earlier):
@@ -697,7 +701,7 @@ class WindowEngine:
 
     def _complete_epoch(self, epoch: Epoch) -> None:
         epoch.state = EpochState.COMPLETED
-        self._live.remove(epoch)
+        self._active.remove(epoch)
         self._record("complete", epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
@@ -707,7 +711,7 @@ class WindowEngine:
         self._check_free()
 
     def _check_free(self) -> None:
-        if self._free_token is not None and not self._live:
+        if self._free_token is not None and not self._active and not self._deferred:
             token, self._free_token = self._free_token, None
             self._complete_token(token)
 
@@ -756,7 +760,8 @@ class WindowEngine:
         return None
 
     def _live_of(self, kind: EpochKind) -> list[Epoch]:
-        return [e for e in self._live if e.kind is kind]
+        """The active epochs of ``kind`` (deferred ones wait for activation, not for events)."""
+        return [e for e in self._active if e.kind is kind]
 
     def _check_may_open(self, kind: EpochKind) -> None:
         for epoch in self.open_epochs():
