@@ -14,6 +14,7 @@ from typing import Any
 
 from .engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
 from .engine.window_engine import WindowEngine
+from .errors import RmaFailure, TransportError
 from .request import Request
 from .transport.base import Endpoint
 from .waiting import Waiter
@@ -27,7 +28,8 @@ class ProgressDriver:
     def __init__(self, endpoint: Endpoint, ranks_on_node: int = 1) -> None:
         self.endpoint = endpoint
         self.engines: dict[int, WindowEngine] = {}
-        self.waiter = Waiter(endpoint, self._poll_turn, ranks_on_node)
+        self.waiter = Waiter(endpoint, self._poll_turn, self.fail, ranks_on_node)
+        self.failure: RmaFailure | None = None
         self._futures: dict[tuple[int, int], tuple[asyncio.Future[Any], Any]] = {}
         # Tokens finished before anyone asked for their Request (an RMA call that completed at
         # issue, a flush answered at once).  Asked for right after the call that made them, so
@@ -55,6 +57,29 @@ class ProgressDriver:
     def control_changed(self, win_id: int) -> None:
         self._events.append(("control", win_id))
         self.pump()
+
+    def failed(self, error: BaseException) -> None:
+        """The transport failed outside any call (a worker thread, the poll): fail everything."""
+        self.fail(error)
+
+    def fail(self, error: BaseException) -> None:
+        """Progress itself failed: every window of this rank fails for good with ``error`` (as an
+        :class:`RmaFailure`), every pending Request — engine tokens, RMA operations, collectives'
+        waits — raises it, and every later call raises it."""
+        failure = error if isinstance(error, RmaFailure) else TransportError(f"progress failed: {error!r}")
+        if failure is not error:
+            failure.__cause__ = error
+        if self.failure is None:
+            self.failure = failure
+        for engine in self.engines.values():
+            engine.fail(failure)
+            self._dirty.add(engine.win_id)
+        self.pump()
+        futures, self._futures = self._futures, {}
+        for future, _value in futures.values():
+            if not future.done():
+                future.set_exception(failure)
+        self.waiter.fail_sources(failure)
 
     # ------------------------------------------------------------------- engines
 

@@ -50,6 +50,9 @@ class WaitSource(Protocol):
     def waiting(self) -> bool:
         """True while some wait is pending."""
 
+    def fail(self, exc: BaseException) -> None:
+        """Fail every pending wait."""
+
 
 def cores_available() -> int:
     try:
@@ -61,9 +64,16 @@ def cores_available() -> int:
 class Waiter:
     """Runs one rank's polling on a polled endpoint; see the module docstring."""
 
-    def __init__(self, endpoint: Endpoint, poll: Callable[[], bool], ranks_on_node: int = 1) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        poll: Callable[[], bool],
+        on_failure: Callable[[BaseException], None],
+        ranks_on_node: int = 1,
+    ) -> None:
         self._endpoint = endpoint
         self._poll = poll  # one turn: poll the endpoint and act on what it found
+        self._on_failure = on_failure  # an exception escaped a turn: fail the rank's windows
         self.polled = endpoint.polled
         self.oversubscribed = ranks_on_node > cores_available()
         self._spin = _SPIN_SHARED_CORE if self.oversubscribed else _SPIN_OWN_CORE
@@ -98,6 +108,10 @@ class Waiter:
         if parked is not None and not parked.done():
             parked.set_result(True)
 
+    def fail_sources(self, exc: BaseException) -> None:
+        for source in list(self._sources):
+            source.fail(exc)
+
     def check_sources(self) -> bool:
         fired = False
         for source in list(self._sources):
@@ -121,6 +135,13 @@ class Waiter:
     # -------------------------------------------------------------------- the task
 
     async def _run(self) -> None:
+        try:
+            await self._turns()
+        except Exception as exc:  # never die silently: every pending Request learns why
+            self._running = False
+            self._on_failure(exc)
+
+    async def _turns(self) -> None:
         endpoint = self._endpoint
         spin, shared_core = self._spin, self.oversubscribed
         while self._running:

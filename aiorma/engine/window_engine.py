@@ -37,7 +37,7 @@ from ..constants import (
     MODE_NOSUCCEED,
     LockType,
 )
-from ..errors import EngineFailure, EpochError, RmaRangeError, RmaUsageError, WindowFreedError
+from ..errors import EngineFailure, EpochError, RmaFailure, RmaRangeError, RmaUsageError, WindowFreedError
 from ..info import Info
 from .actions import Action, CompleteRequest, ControlFetch, ControlWrite, EpochEvent, FlushTarget, IssueRma
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
@@ -836,10 +836,17 @@ class WindowEngine:
         except Exception as exc:
             failure = exc if isinstance(exc, EngineFailure) else EngineFailure(str(exc))
             failure.__cause__ = exc if failure is not exc else None
-            self.failure = failure
-            for token in sorted(self._pending_tokens):
-                self._actions.append(CompleteRequest(token, failure))
-            self._pending_tokens.clear()
+            self.fail(failure)
+
+    def fail(self, failure: RmaFailure) -> None:
+        """Fail the window for good: every pending Request gets ``failure``, every later call
+        raises it (h11's rule).  The first failure wins."""
+        if self.failure is not None:
+            return
+        self.failure = failure
+        for token in sorted(self._pending_tokens):
+            self._actions.append(CompleteRequest(token, failure))
+        self._pending_tokens.clear()
 
 
 def _check_assertion(assertion: int) -> None:

@@ -483,9 +483,10 @@ class MpiEndpoint:
             if f.cancelled():
                 return
             error = f.exception()
-            if error is not None:
-                # Raised to the engine's driver through the sink; the engine fails for good.
-                raise error
+            if error is not None:  # the rank's windows fail for good, with the cause
+                assert self._sink is not None
+                self._sink.failed(TransportError(f"{getattr(call, '__name__', 'call')}: {error}"))
+                return
             then(None)
 
         future.add_done_callback(finished)
