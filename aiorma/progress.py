@@ -45,14 +45,17 @@ class ProgressDriver:
 
     def op_completed(self, win_id: int, token: int) -> None:
         self._finish(win_id, token, None)
+        self.waiter.wake()
 
     def flushed(self, win_id: int, target: int, upto: int) -> None:
         self._events.append(("flushed", win_id, target, upto))
         self.pump()
+        self.waiter.wake()
 
     def fetched(self, win_id: int, token: int, old: int) -> None:
         self._events.append(("fetched", win_id, token, old))
         self.pump()
+        self.waiter.wake()
 
     def control_changed(self, win_id: int) -> None:
         self._events.append(("control", win_id))

@@ -11,12 +11,18 @@ every registered flag watcher.  Between turns:
   (``asyncio.sleep(0)``), so other tasks run, and poll again.  When this node has more ranks
   than cores, also ``os.sched_yield()`` — a spinning rank must hand its core to a rank that has
   work — and keep the window short.
+* **Keep spinning** up to 50 ms while own requests are in flight
+  (:class:`~aiorma.transport.base.PollNeed` ``REQUESTS``: towards a peer on another node they
+  complete only while we drive MPI progress; we rang the peer when we started them).
+* **Block in the selector** while a worker thread is inside MPI (``THREADS``): a spinning loop
+  thread would keep the interpreter from it for up to Python's 5 ms switch interval; the
+  thread's completion wakes the loop at once.
 * **Park** when the spin window has passed: announce it (peers skip ringing a rank that polls),
-  look once more, then wait for the endpoint's doorbell (a peer that wrote
-  our control region, or needs our MPI progress, rings it) with ``loop.add_reader``, costing no
-  CPU.  A parked rank still polls after a guard interval: 1 ms while some progress can only be
-  made by our own polling (own requests in flight, or windows on user memory that MPICH serves by
-  active messages), else 50 ms in case a ring was lost (a datagram between hosts may be).
+  look once more, then wait for the endpoint's doorbell (a peer that wrote our control region, or
+  needs our MPI progress, rings it) with ``loop.add_reader``, costing no CPU.  A parked rank
+  still polls after a guard interval: 1 ms while some progress needs our polling (requests in
+  flight, or windows on user memory that MPICH serves by active messages), else 50 ms in case a
+  ring was lost (a datagram between hosts may be).
 
 Rings are hints; correctness never depends on one arriving, only speed.  The in-process
 transport reports every change by an event-loop callback and needs no task at all.
@@ -30,13 +36,16 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .transport.base import Endpoint
+from .transport.base import Endpoint, PollNeed
 
 # Spin windows: how long after the last activity a waiting rank keeps polling before it parks.
 # With a core to itself a rank can afford to spin a while (a ping-pong stays on the fast path);
 # with more ranks than cores spinning takes CPU from ranks that have work, so it is short.
 _SPIN_OWN_CORE = 2e-3
 _SPIN_SHARED_CORE = 2e-4
+# Own requests in flight (towards a peer we rang) complete only while we drive MPI progress: keep
+# spinning this long for them before falling back to guard polls.
+_SPIN_REQUESTS = 0.05
 _GUARD_BUSY = 1e-3
 _GUARD_IDLE = 0.05
 
@@ -151,7 +160,16 @@ class Waiter:
             now = time.perf_counter()
             if active:
                 self._last_activity = now
-            if now - self._last_activity < spin:
+            need = endpoint.poll_need()
+            if need is PollNeed.THREADS:
+                # A worker thread is inside MPI.  Spinning here would keep the interpreter from
+                # it (Python hands the GIL to a waiting thread only every 5 ms): block in the
+                # selector instead; its completion wakes the loop and us.
+                if await self._park(None, _GUARD_BUSY):
+                    self._last_activity = time.perf_counter()
+                continue
+            idle = now - self._last_activity
+            if idle < spin or (need is PollNeed.REQUESTS and idle < _SPIN_REQUESTS):
                 if shared_core:
                     os.sched_yield()
                 await asyncio.sleep(0)
@@ -163,7 +181,7 @@ class Waiter:
                 endpoint.parking(False)
                 self._last_activity = time.perf_counter()
                 continue
-            guard = _GUARD_BUSY if endpoint.must_keep_polling() else _GUARD_IDLE
+            guard = _GUARD_IDLE if need is PollNeed.IDLE else _GUARD_BUSY
             woke = await self._park(endpoint.doorbell(), guard)
             endpoint.parking(False)
             if woke:

@@ -81,6 +81,16 @@ class WindowLayout:
     counts: tuple[int, ...]
 
 
+class PollNeed(enum.Enum):
+    """What a polled endpoint needs from the rank's waiter between polls (one answer, so that
+    the waiting policy stays in :mod:`aiorma.waiting` and the transport only states facts)."""
+
+    IDLE = "idle"  # nothing of ours in flight: park until rung (a guard poll now and then)
+    SERVING = "serving"  # peers may need our progress at any time (win_create memory): poll often
+    REQUESTS = "requests"  # own requests complete only while we drive progress: keep polling
+    THREADS = "threads"  # a worker thread is inside MPI: let it have the interpreter, then wake
+
+
 class Sink(Protocol):
     def op_completed(self, win_id: int, token: int) -> None: ...
     def flushed(self, win_id: int, target: int, upto: int) -> None: ...
@@ -143,10 +153,8 @@ class Endpoint(Protocol):
         """The rank is about to park (True; it polls once more before it sleeps) or has woken
         (False): lets peers skip ringing a rank that is polling anyway."""
 
-    def must_keep_polling(self) -> bool:
-        """True while some progress is only made when this rank polls, without any peer ringing
-        its doorbell: own requests in flight, or (MPI) windows on user memory that peers may
-        access at any time."""
+    def poll_need(self) -> PollNeed:
+        """What must happen between polls for progress to be made (see :class:`PollNeed`)."""
 
     async def close(self) -> None: ...
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..engine.control import AtomicOp, ControlLayout, Word
 from ..errors import RmaTypeError
 from ..ops import combine
-from .base import RmaKind, RmaOp, Sink, WindowLayout
+from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout
 
 
 @attrs.frozen
@@ -261,8 +261,8 @@ class LocalEndpoint:
     def parking(self, parked: bool) -> None:
         return None
 
-    def must_keep_polling(self) -> bool:
-        return False
+    def poll_need(self) -> PollNeed:
+        return PollNeed.IDLE
 
     async def close(self) -> None:
         return None

@@ -44,7 +44,7 @@ from mpi4py.util import dtlib
 from ..constants import Op
 from ..engine.control import AtomicOp
 from ..errors import RmaTypeError, TransportError
-from .base import RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 
 _T = TypeVar("_T")
 
@@ -133,6 +133,9 @@ class MpiEndpoint:
         self._windows: dict[int, _Window] = {}
         # Request-based RMA not yet locally complete: (win_id, target) -> [(token, request, keep)].
         self._pending: dict[tuple[int, int], list[tuple[int, MPI.Request, object]]] = {}
+        # Flushes waiting for requests towards targets that need their own progress.
+        self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
+        self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
         # Request-based control fetches: (win_id, token, request, result buffer).
         self._fetches: list[tuple[int, int, MPI.Request, np.ndarray]] = []
         # Request-based control writes towards peers that need progress (buffers kept alive).
@@ -246,11 +249,19 @@ class MpiEndpoint:
         return window.allocated and self._passive[target]
 
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
-        """Start ``op``; True when it is already locally complete."""
+        """Start ``op``; True when it is already locally complete.
+
+        Into shared, allocated memory: ``Rput``/``Rget``/... and ``Flush`` later, inline.  Into
+        memory that needs the target's progress, every op is a request whose completion means
+        *remote* completion — a put or accumulate becomes ``Rget_accumulate`` (REPLACE or the op)
+        into a scratch buffer — so that a flush is only waiting for requests, tested by the poll,
+        never a blocking ``Flush`` (no request-based form) in a thread.
+        """
         window = self._windows[win_id]
         win, dt = window.win, window.datatype
         target = op.target
         inline = self._inline(window, target)
+        key = (win_id, target)
         if not inline:
             self._ring(target)
         with map_transport_errors(f"issue {op.kind.value}"):
@@ -264,14 +275,27 @@ class MpiEndpoint:
                 if inline:
                     cas()
                     return True
-                self._in_thread(cas, lambda _: self._op_done(win_id, token))
+                self._thread_ops[key] = self._thread_ops.get(key, 0) + 1
+
+                def cas_done(_: object) -> None:
+                    self._thread_ops[key] -= 1
+                    self._op_done(win_id, token)
+                    self._flushes_due()
+
+                self._in_thread(cas, cas_done)
                 return False
             spec = (op.disp, op.count, dt)
             keep: object = op  # holds origin/result arrays until completion
-            if op.kind is RmaKind.PUT:
-                request = win.Rput([op.origin, dt], target, spec)
-            elif op.kind is RmaKind.GET:
+            remote_completion = not inline and not window.owns_datatype
+            if op.kind is RmaKind.GET:
                 request = win.Rget([op.result, dt], target, spec)
+            elif op.kind in (RmaKind.PUT, RmaKind.ACCUMULATE) and remote_completion:
+                scratch = np.empty_like(op.origin)
+                keep = (op, scratch)
+                mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else _MPI_OPS[op.op]
+                request = win.Rget_accumulate([op.origin, dt], [scratch, dt], target, spec, mpi_op)
+            elif op.kind is RmaKind.PUT:
+                request = win.Rput([op.origin, dt], target, spec)
             elif op.kind is RmaKind.ACCUMULATE:
                 request = win.Raccumulate([op.origin, dt], target, spec, _MPI_OPS[op.op])
             else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
@@ -281,24 +305,37 @@ class MpiEndpoint:
                 request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, _MPI_OPS[op.op])
             if request.Test():
                 return True
-        self._pending.setdefault((win_id, target), []).append((token, request, keep))
+        self._pending.setdefault(key, []).append((token, request, keep))
         return False
 
     def flush(self, win_id: int, target: int, upto: int) -> bool:
         """Remote completion of every op issued so far to ``target``; True when done at once."""
         window = self._windows[win_id]
-        mine = self._pending.pop((win_id, target), [])
-        requests = [request for _, request, _ in mine]
+        key = (win_id, target)
         if self._inline(window, target):
+            mine = self._pending.pop(key, [])
             with map_transport_errors("flush"):
                 window.win.Flush(target)  # about a microsecond: shared memory
-                if requests:
-                    MPI.Request.Waitall(requests)  # complete already; releases them
+                if mine:
+                    MPI.Request.Waitall([request for _, request, _ in mine])  # complete; releases them
             for token, _, _ in mine:
                 self._op_done(win_id, token)
             if window.notify:
                 self._ring(target)
             return True
+        if not window.owns_datatype:
+            # Every op's request completes at remote completion: wait for them, by polling.
+            if key not in self._pending and not self._thread_ops.get(key):
+                if window.notify:
+                    self._ring(target)
+                return True
+            self._ring(target)
+            self._waiting_flushes.setdefault(key, []).append(upto)
+            return False
+        # A derived datatype: puts cannot be turned into accumulates; a blocking Flush, in the
+        # worker thread.
+        mine = self._pending.pop(key, [])
+        requests = [request for _, request, _ in mine]
         self._ring(target)
 
         def flush() -> None:
@@ -316,6 +353,21 @@ class MpiEndpoint:
 
         self._in_thread(flush, done)
         return False
+
+    def _flushes_due(self) -> bool:
+        """Report the flushes whose target has no request or thread op of ours left."""
+        due = [
+            key for key in self._waiting_flushes if key not in self._pending and not self._thread_ops.get(key)
+        ]
+        for key in due:
+            win_id, target = key
+            window = self._windows.get(win_id)
+            for upto in self._waiting_flushes.pop(key):
+                if window is not None and window.notify:
+                    self._ring(target)
+                assert self._sink is not None
+                self._sink.flushed(win_id, target, upto)
+        return bool(due)
 
     # ------------------------------------------------------------------ control region
 
@@ -390,6 +442,8 @@ class MpiEndpoint:
             self._probe_comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
             if self._pending:
                 active |= self._test_pending()
+            if self._waiting_flushes:
+                active |= self._flushes_due()
             if self._fetches:
                 active |= self._test_fetches()
             if self._writes:
@@ -454,12 +508,17 @@ class MpiEndpoint:
                 while True:
                     self._doorbell.recv(64)
 
-    def must_keep_polling(self) -> bool:
-        """Own requests in flight (their completion rings nothing), or a ``win_create`` window
-        that peers may access at any time by active messages that need our progress."""
-        if self._pending or self._fetches or self._writes:
-            return True
-        return any(not window.allocated for window in self._windows.values())
+    def poll_need(self) -> PollNeed:
+        """A worker thread inside MPI first (it must get the interpreter to finish), then own
+        requests (they complete only while we drive progress), then ``win_create`` windows (peers
+        may access them any time, by active messages that need our progress)."""
+        if self._in_threads:
+            return PollNeed.THREADS
+        if self._pending or self._fetches or self._writes or self._waiting_flushes:
+            return PollNeed.REQUESTS
+        if any(not window.allocated for window in self._windows.values()):
+            return PollNeed.SERVING
+        return PollNeed.IDLE
 
     # ------------------------------------------------------------------ helpers
 
