@@ -52,6 +52,7 @@ class _Rendezvous:
 
     future: asyncio.Future[None]
     arrived: int = 0
+    broken: bool = False  # a rank failed before every rank arrived
 
 
 class LocalNetwork:
@@ -75,8 +76,21 @@ class LocalNetwork:
         self._rendezvous: dict[tuple[str, int], _Rendezvous] = {}
         self._queues: dict[tuple[int, int], deque[tuple[float, int, int, AtomicOp, int]]] = {}
         self._changed: set[tuple[int, int]] = set()  # (dest, win_id) with a report scheduled
+        #: Set by :meth:`fail`: the error that collective steps raise once a rank has failed.
+        self.failure: Callable[[], BaseException] | None = None
+
+    def fail(self, error: Callable[[], BaseException]) -> None:
+        """A rank failed: every collective step (window creation, free) now waiting, and every
+        later one, raises ``error()`` instead of waiting for a rank that will never come."""
+        self.failure = error
+        points, self._rendezvous = self._rendezvous, {}
+        for point in points.values():
+            point.broken = True
+            point.future.set_result(None)
 
     async def rendezvous(self, what: str, win_id: int) -> None:
+        if self.failure is not None:
+            raise self.failure()
         loop = asyncio.get_running_loop()
         point = self._rendezvous.setdefault((what, win_id), _Rendezvous(loop.create_future()))
         point.arrived += 1
@@ -84,6 +98,8 @@ class LocalNetwork:
             del self._rendezvous[(what, win_id)]
             point.future.set_result(None)
         await asyncio.shield(point.future)
+        if point.broken and self.failure is not None:
+            raise self.failure()
 
     def control_write(self, src: int, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
         delay = 0.0
