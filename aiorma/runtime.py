@@ -127,32 +127,43 @@ def _fail_peers(comms: list[Comm], network: LocalNetwork, rank: int, cause: Base
 
     network.fail(error)  # window creation and free, now waiting or later
     for comm in comms:
-        _fail_rank(comm, error())
+        _fail_rank(comm, error)
 
 
-def _fail_rank(comm: Comm, failure: PeerFailed) -> None:
+def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
+    """Fail one rank's Requests (each its own PeerFailed: an exception object raised in many
+    places would gather every traceback), its later window calls, and its collectives."""
     driver = comm._driver
+    failed = [future for future, _value in driver._futures.values()]
     for win_id, engine in list(driver.engines.items()):
         if engine.failure is None:
-            engine.failure = failure  # type: ignore[assignment]  # later calls raise it
+            engine.failure = error()  # type: ignore[assignment]  # later calls raise it
             for token in sorted(engine._pending_tokens):
-                engine._actions.append(CompleteRequest(token, failure))
+                engine._actions.append(CompleteRequest(token, error()))
             engine._pending_tokens.clear()
         driver.touched(win_id)
     driver.pump()
     # RMA calls' tokens are finished by the transport, not by the engine: fail the ones awaited.
     for win_id, token in list(driver._futures):
-        driver._finish(win_id, token, failure)
+        driver._finish(win_id, token, error())
     collectives = comm._collectives
     if collectives is not None:
         runner = collectives.runner
         if runner.failure is None:
-            runner.failure = failure  # later collectives fail at the call
+            runner.failure = error()  # later collectives fail at the call
         while runner._queue:  # queued behind the running one: they would wait on a failed stream
             _factory, queued = runner._queue.popleft()
             if not queued.done():
-                queued.set_exception(failure)
-        collectives.landing.watcher.fail(failure)  # the running collective's flag waits
+                queued.set_exception(error())
+                failed.append(queued)
+        watcher = collectives.landing.watcher
+        failed.extend(future for _index, _value, future in watcher._waits)
+        watcher.fail(error())  # the running collective's flag waits
+    for future in failed:
+        # Many of these are internal (a landing flush, an epoch nobody awaits): the original
+        # exception propagates from run(), so an unawaited one is not worth a log line at exit.
+        if future.done() and not future.cancelled():
+            future.exception()
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:

@@ -210,3 +210,28 @@ def test_a_run_without_failures_still_returns_every_rank_value() -> None:
         return comm.rank * 10
 
     assert aiorma.run(main, nprocs=3) == [0, 10, 20]
+
+
+def test_collectives_queued_behind_a_blocked_one_fail_too() -> None:
+    seen: dict[str, BaseException | None] = {}
+
+    async def main(comm: aiorma.Comm) -> None:
+        async with asyncio.timeout(10):
+            await comm.barrier()
+            if comm.rank == 1:
+                await asyncio.sleep(0.05)
+                raise Boom("mid-stream")
+            buf = np.zeros(4, np.float64)
+            first = comm.barrier()
+            second = comm.bcast(buf, root=1)
+            third = comm.allreduce(np.ones(2), np.zeros(2))
+            seen[f"{comm.rank} barrier"] = await outcome(first)
+            seen[f"{comm.rank} bcast"] = await outcome(second, 0.1)
+            seen[f"{comm.rank} allreduce"] = await outcome(third, 0.1)
+
+    with pytest.raises(Boom):
+        aiorma.run(main, nprocs=3)
+    assert len(seen) == 6
+    for what, exc in seen.items():
+        assert isinstance(exc, RmaFailure), (what, exc)
+    assert peer_failed(seen["0 barrier"], 1, Boom) and peer_failed(seen["2 bcast"], 1, Boom), seen
