@@ -84,15 +84,13 @@ async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork)
                 try:
                     results[comm.rank] = await main(comm, *args)
                     await comm._close()
-                except BaseException as exc:
+                except BaseException as exc:  # SystemExit too: it is raised from here, at the end
                     if scope.cancel_called and isinstance(exc, asyncio.CancelledError):
                         raise  # the caller cancelled run_ranks, or the grace period ran out
                     failures.append(exc)
                     if len(failures) == 1:
                         _fail_peers(comms, network, comm.rank, exc)
                         group.start_soon(_cancel_after, scope, FAILURE_GRACE, name="failure grace")
-                    if not isinstance(exc, Exception | asyncio.CancelledError):
-                        raise  # KeyboardInterrupt, SystemExit: no grace
                 finally:
                     running -= 1
                     if running == 0 and failures:
@@ -116,9 +114,10 @@ def _fail_peers(comms: list[Comm], network: LocalNetwork, rank: int, cause: Base
     """Rank ``rank`` ended with ``cause``: fail every rank's windows, collectives and collective
     steps with :class:`PeerFailed`, so that nothing waits for the failed rank.
 
-    Every window spans every rank, so every rank depends on the failed one.  Each surviving
-    engine is failed as ``WindowEngine._guarded`` fails one on an internal error (h11's habit):
-    each pending token gets a ``CompleteRequest`` with the error, and later calls raise it."""
+    Every window spans every rank, so every rank depends on the failed one.  Each engine (the
+    failed rank's too: nothing of its own should linger) is failed as ``WindowEngine._guarded``
+    fails one on an internal error (h11's habit): each pending token gets a ``CompleteRequest``
+    with the error, and later calls raise it."""
 
     def error() -> PeerFailed:
         failure = PeerFailed(rank, cause)
@@ -150,7 +149,7 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
     if collectives is not None:
         runner = collectives.runner
         if runner.failure is None:
-            runner.failure = error()  # later collectives fail at the call
+            runner.failure = error()  # later collectives get a failed Request at once
         while runner._queue:  # queued behind the running one: they would wait on a failed stream
             _factory, queued = runner._queue.popleft()
             if not queued.done():

@@ -235,3 +235,19 @@ def test_collectives_queued_behind_a_blocked_one_fail_too() -> None:
     for what, exc in seen.items():
         assert isinstance(exc, RmaFailure), (what, exc)
     assert peer_failed(seen["0 barrier"], 1, Boom) and peer_failed(seen["2 bcast"], 1, Boom), seen
+
+
+def test_a_rank_raising_system_exit_ends_run_with_it() -> None:
+    seen: dict[int, BaseException | None] = {}
+
+    async def main(comm: aiorma.Comm) -> None:
+        async with asyncio.timeout(10):
+            if comm.rank == 0:
+                raise SystemExit(3)
+            seen[comm.rank] = await outcome(comm.barrier())
+
+    with pytest.raises(SystemExit):
+        aiorma.run(main, nprocs=2)
+    # rank 1 either had not started its barrier (a collective after the failure: failed at once,
+    # CollectiveStreamBroken naming the PeerFailed) or was in it (PeerFailed)
+    assert isinstance(seen.get(1), RmaFailure) and "SystemExit" in str(seen.get(1)), seen
