@@ -31,6 +31,7 @@ from .constants import (
 from .errors import (
     EngineFailure,
     EpochError,
+    PeerFailed,
     RmaError,
     RmaFailure,
     RmaRangeError,
@@ -73,6 +74,7 @@ __all__ = [
     "Info",
     "LockType",
     "Op",
+    "PeerFailed",
     "Request",
     "RmaError",
     "RmaFailure",

@@ -43,3 +43,18 @@ class TransportError(RmaFailure):
 
 class EngineFailure(RmaFailure):
     """The engine found an internal inconsistency; the window refuses every later call."""
+
+
+class PeerFailed(RmaFailure):
+    """Another rank ended with an exception or was cancelled: every Request that was waiting on it
+    (on the in-process transport: every pending Request of this rank) carries this error, and
+    later calls on the windows and collectives raise it.  ``rank`` is the failed rank and
+    ``cause`` what it ended with."""
+
+    def __init__(self, rank: int, cause: BaseException | None = None) -> None:
+        super().__init__(rank, cause)
+        self.rank = rank
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"rank {self.rank} failed: {self.cause!r}"

@@ -9,8 +9,12 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import anyio
+
 from . import trace as _trace
 from .comm import Comm
+from .engine.actions import CompleteRequest
+from .errors import PeerFailed
 from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
 T = TypeVar("T")
@@ -31,9 +35,11 @@ def run(
       ``mpiexec -n N python app.py``.  Returns this rank's value.  An exception on any rank
       prints its traceback and aborts the whole job, so no rank waits forever for a dead peer.
     * ``transport="local"`` (the default with ``nprocs``): ``nprocs`` ranks as tasks of one event
-      loop in this process.  Returns the list of values, one per rank.  If a rank raises, the
-      others are cancelled and the first exception propagates.  ``notice_delay`` and ``op_delay``
-      inject delays (see :mod:`aiorma.transport.local`).
+      loop in this process.  Returns the list of values, one per rank.  If a rank raises or is
+      cancelled, every other rank's pending Requests fail with :class:`~aiorma.PeerFailed` at
+      once (and so do its later calls); ranks still running a moment later are cancelled, and
+      the first rank's exception propagates.  ``notice_delay`` and ``op_delay`` inject delays
+      (see :mod:`aiorma.transport.local`).
     """
     if transport is None:
         transport = "local" if nprocs is not None else "mpi"
@@ -47,30 +53,116 @@ def run(
     raise ValueError(f"unknown transport {transport!r}; use 'local' or 'mpi'")
 
 
+#: After a rank fails, how long the other ranks may take to end by themselves (their pending
+#: Requests have failed with PeerFailed at once); a rank still running then, waiting on something
+#: other than aiorma, is cancelled.
+FAILURE_GRACE = 1.0
+
+
 async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork) -> list[T]:
     """Run ``main(comm, *args)`` on every rank of an in-process ``network`` (the local transport,
-    or a subclass such as the simulated network) inside the running loop; the values, per rank."""
+    or a subclass such as the simulated network) inside the running loop; the values, per rank.
+
+    The ranks are the tasks of one anyio task group.  A rank that ends with an exception or is
+    cancelled fails every other rank at once (:func:`_fail_peers`: their pending Requests and
+    later calls raise :class:`~aiorma.PeerFailed`); ranks still running after
+    :data:`FAILURE_GRACE` seconds are cancelled, and the first rank's exception is raised.
+    Cancelling the caller cancels every rank."""
     comms = [Comm(endpoint) for endpoint in network.endpoints]
     await asyncio.gather(*(comm._start() for comm in comms))
     recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
+    results: list[Any] = [None] * len(comms)
+    failures: list[BaseException] = []  # what failed ranks ended with, in the order they ended
+    running = len(comms)
 
-    async def rank_main(comm: Comm) -> T:
-        result = await main(comm, *args)
-        await comm._close()
-        return result
-
-    tasks = [asyncio.create_task(rank_main(comm), name=f"rank {comm.rank}") for comm in comms]
     try:
-        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            if task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-        return [task.result() for task in tasks]
+        async with anyio.create_task_group() as group:
+            scope = group.cancel_scope
+
+            async def rank_main(comm: Comm) -> None:
+                nonlocal running
+                try:
+                    results[comm.rank] = await main(comm, *args)
+                    await comm._close()
+                except BaseException as exc:  # SystemExit too: it is raised from here, at the end
+                    if scope.cancel_called and isinstance(exc, asyncio.CancelledError):
+                        raise  # the caller cancelled run_ranks, or the grace period ran out
+                    failures.append(exc)
+                    if len(failures) == 1:
+                        _fail_peers(comms, network, comm.rank, exc)
+                        group.start_soon(_cancel_after, scope, FAILURE_GRACE, name="failure grace")
+                finally:
+                    running -= 1
+                    if running == 0 and failures:
+                        scope.cancel()  # only the grace timer is left
+
+            for comm in comms:
+                group.start_soon(rank_main, comm, name=f"rank {comm.rank}")
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         _trace.flush(recorders, per_rank=False)
+    if failures:
+        raise failures[0]
+    return results
+
+
+async def _cancel_after(scope: anyio.CancelScope, seconds: float) -> None:
+    await anyio.sleep(seconds)
+    scope.cancel()
+
+
+def _fail_peers(comms: list[Comm], network: LocalNetwork, rank: int, cause: BaseException) -> None:
+    """Rank ``rank`` ended with ``cause``: fail every rank's windows, collectives and collective
+    steps with :class:`PeerFailed`, so that nothing waits for the failed rank.
+
+    Every window spans every rank, so every rank depends on the failed one.  Each engine (the
+    failed rank's too: nothing of its own should linger) is failed as ``WindowEngine._guarded``
+    fails one on an internal error (h11's habit): each pending token gets a ``CompleteRequest``
+    with the error, and later calls raise it."""
+
+    def error() -> PeerFailed:
+        failure = PeerFailed(rank, cause)
+        failure.__cause__ = cause
+        return failure
+
+    network.fail(error)  # window creation and free, now waiting or later
+    for comm in comms:
+        _fail_rank(comm, error)
+
+
+def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
+    """Fail one rank's Requests (each its own PeerFailed: an exception object raised in many
+    places would gather every traceback), its later window calls, and its collectives."""
+    driver = comm._driver
+    failed = [future for future, _value in driver._futures.values()]
+    for win_id, engine in list(driver.engines.items()):
+        if engine.failure is None:
+            engine.failure = error()  # type: ignore[assignment]  # later calls raise it
+            for token in sorted(engine._pending_tokens):
+                engine._actions.append(CompleteRequest(token, error()))
+            engine._pending_tokens.clear()
+        driver.touched(win_id)
+    driver.pump()
+    # RMA calls' tokens are finished by the transport, not by the engine: fail the ones awaited.
+    for win_id, token in list(driver._futures):
+        driver._finish(win_id, token, error())
+    collectives = comm._collectives
+    if collectives is not None:
+        runner = collectives.runner
+        if runner.failure is None:
+            runner.failure = error()  # later collectives get a failed Request at once
+        while runner._queue:  # queued behind the running one: they would wait on a failed stream
+            _factory, queued = runner._queue.popleft()
+            if not queued.done():
+                queued.set_exception(error())
+                failed.append(queued)
+        watcher = collectives.landing.watcher
+        failed.extend(future for _index, _value, future in watcher._waits)
+        watcher.fail(error())  # the running collective's flag waits
+    for future in failed:
+        # Many of these are internal (a landing flush, an epoch nobody awaits): the original
+        # exception propagates from run(), so an unawaited one is not worth a log line at exit.
+        if future.done() and not future.cancelled():
+            future.exception()
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:

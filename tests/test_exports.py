@@ -16,7 +16,7 @@ PUBLIC = {
     "LockType", "LOCK_EXCLUSIVE", "LOCK_SHARED",
     # errors
     "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
-    "RmaFailure", "TransportError", "EngineFailure",
+    "RmaFailure", "TransportError", "EngineFailure", "PeerFailed",
 }  # fmt: skip
 
 
@@ -48,7 +48,7 @@ def test_error_hierarchy() -> None:
     for name in ("EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError"):
         assert issubclass(getattr(aiorma, name), aiorma.RmaUsageError)
         assert getattr(aiorma, name) is getattr(errors, name)
-    for name in ("TransportError", "EngineFailure"):
+    for name in ("TransportError", "EngineFailure", "PeerFailed"):
         assert issubclass(getattr(aiorma, name), aiorma.RmaFailure)
     assert issubclass(aiorma.RmaRangeError, IndexError)
     assert issubclass(aiorma.RmaTypeError, TypeError)

@@ -9,7 +9,10 @@ from inside ``issue``/``control_write``), in the order they were produced.  Two 
   fence notice, a lock hand-off) only later; writes between one pair of ranks still land in the
   order made.
 * ``op_delay(origin, op) -> seconds``: apply an RMA operation to target memory only later; flushes
-  towards that target wait for it.
+  towards that target wait for it.  Accumulate-family operations (accumulate, get_accumulate,
+  fetch_and_op, compare_and_swap) from one origin to one target of a window still apply in call
+  order, as MPI's default ``accumulate_ordering`` (rar, raw, war, waw) requires: one that is
+  due earlier waits for its predecessors.  Puts and gets are not ordered (nor are they in MPI).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class _Rendezvous:
 
     future: asyncio.Future[None]
     arrived: int = 0
+    broken: bool = False  # a rank failed before every rank arrived
 
 
 class LocalNetwork:
@@ -72,8 +76,21 @@ class LocalNetwork:
         self._rendezvous: dict[tuple[str, int], _Rendezvous] = {}
         self._queues: dict[tuple[int, int], deque[tuple[float, int, int, AtomicOp, int]]] = {}
         self._changed: set[tuple[int, int]] = set()  # (dest, win_id) with a report scheduled
+        #: Set by :meth:`fail`: the error that collective steps raise once a rank has failed.
+        self.failure: Callable[[], BaseException] | None = None
+
+    def fail(self, error: Callable[[], BaseException]) -> None:
+        """A rank failed: every collective step (window creation, free) now waiting, and every
+        later one, raises ``error()`` instead of waiting for a rank that will never come."""
+        self.failure = error
+        points, self._rendezvous = self._rendezvous, {}
+        for point in points.values():
+            point.broken = True
+            point.future.set_result(None)
 
     async def rendezvous(self, what: str, win_id: int) -> None:
+        if self.failure is not None:
+            raise self.failure()
         loop = asyncio.get_running_loop()
         point = self._rendezvous.setdefault((what, win_id), _Rendezvous(loop.create_future()))
         point.arrived += 1
@@ -81,6 +98,8 @@ class LocalNetwork:
             del self._rendezvous[(what, win_id)]
             point.future.set_result(None)
         await asyncio.shield(point.future)
+        if point.broken and self.failure is not None:
+            raise self.failure()
 
     def control_write(self, src: int, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
         delay = 0.0
@@ -184,6 +203,8 @@ class LocalEndpoint:
         # (win_id, target) -> ops applied later because of op_delay, and flushes waiting on them
         self._delayed: dict[tuple[int, int], int] = {}
         self._flushes: dict[tuple[int, int], list[int]] = {}
+        # (win_id, target) -> delayed accumulate-family ops, in call order: (due time, token, op)
+        self._ordered: dict[tuple[int, int], deque[tuple[float, int, RmaOp]]] = {}
 
     def attach(self, sink: Sink) -> None:
         self.sink = sink
@@ -218,24 +239,49 @@ class LocalEndpoint:
 
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         delay = self.network.op_delay(self.rank, op) if self.network.op_delay else 0.0
-        if delay <= 0:
+        key = (win_id, op.target)
+        ordered = self._ordered.get(key) if op.kind in _ACCUMULATE_FAMILY else None
+        if delay <= 0 and not ordered:
             _apply(self.network.memory[win_id][op.target], op)
             return True
-        key = (win_id, op.target)
         self._delayed[key] = self._delayed.get(key, 0) + 1
-
-        def apply_later() -> None:
-            memory = self.network.memory.get(win_id)
-            if memory is not None:
-                _apply(memory[op.target], op)
-            self._delayed[key] -= 1
-            self._op_done(win_id, token)
-            if self._delayed[key] == 0:
-                for upto in self._flushes.pop(key, []):
-                    self._flushed(win_id, op.target, upto)
-
-        asyncio.get_running_loop().call_later(delay, apply_later)
+        loop = asyncio.get_running_loop()
+        if op.kind not in _ACCUMULATE_FAMILY:
+            loop.call_later(delay, self._apply_delayed, win_id, token, op)
+            return False
+        # Accumulate ordering: never due before the previous accumulate-family op to this target,
+        # applied from one FIFO queue (timers due at the same time are not ordered by asyncio).
+        queue = self._ordered.setdefault(key, deque())
+        when = loop.time() + max(delay, 0.0)
+        if queue:
+            when = max(when, queue[-1][0])
+        queue.append((when, token, op))
+        if len(queue) == 1:
+            loop.call_at(when, self._drain_ordered, key)
         return False
+
+    def _drain_ordered(self, key: tuple[int, int]) -> None:
+        queue = self._ordered[key]
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while queue and queue[0][0] <= now:
+            _, token, op = queue.popleft()
+            self._apply_delayed(key[0], token, op)
+        if queue:
+            loop.call_at(queue[0][0], self._drain_ordered, key)
+        else:
+            del self._ordered[key]
+
+    def _apply_delayed(self, win_id: int, token: int, op: RmaOp) -> None:
+        key = (win_id, op.target)
+        memory = self.network.memory.get(win_id)
+        if memory is not None:
+            _apply(memory[op.target], op)
+        self._delayed[key] -= 1
+        self._op_done(win_id, token)
+        if self._delayed[key] == 0:
+            for upto in self._flushes.pop(key, []):
+                self._flushed(win_id, op.target, upto)
 
     def flush(self, win_id: int, target: int, upto: int) -> bool:
         key = (win_id, target)
@@ -274,6 +320,12 @@ class LocalEndpoint:
     def _flushed(self, win_id: int, target: int, upto: int) -> None:
         if self.sink is not None:
             self.sink.flushed(win_id, target, upto)
+
+
+#: The operations MPI's default ``accumulate_ordering`` orders (per origin, target and window).
+_ACCUMULATE_FAMILY = frozenset(
+    {RmaKind.ACCUMULATE, RmaKind.GET_ACCUMULATE, RmaKind.FETCH_AND_OP, RmaKind.COMPARE_AND_SWAP}
+)
 
 
 def _apply(memory: np.ndarray | None, op: RmaOp) -> None:
