@@ -13,7 +13,6 @@ import anyio
 
 from . import trace as _trace
 from .comm import Comm
-from .engine.actions import CompleteRequest
 from .errors import PeerFailed
 from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
@@ -135,11 +134,7 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
     driver = comm._driver
     failed = [future for future, _value in driver._futures.values()]
     for win_id, engine in list(driver.engines.items()):
-        if engine.failure is None:
-            engine.failure = error()  # type: ignore[assignment]  # later calls raise it
-            for token in sorted(engine._pending_tokens):
-                engine._actions.append(CompleteRequest(token, error()))
-            engine._pending_tokens.clear()
+        engine.fail(error())  # pending Requests and every later call raise it
         driver.touched(win_id)
     driver.pump()
     # RMA calls' tokens are finished by the transport, not by the engine: fail the ones awaited.

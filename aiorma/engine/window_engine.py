@@ -100,7 +100,7 @@ class WindowEngine:
         self.history: list[EpochEvent] | None = [] if history else None
         #: Called synchronously with every EpochEvent (tracing); it must not call the engine.
         self.observer = observer
-        self.failure: EngineFailure | None = None
+        self.failure: RmaFailure | None = None
         self.freeing = False
         # Epochs not yet completed, in the order they were opened.  Activation is serial (rule 8),
         # so they are the active ones followed by the deferred ones; kept apart so that an event
