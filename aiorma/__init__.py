@@ -29,10 +29,12 @@ from .constants import (
     Op,
 )
 from .errors import (
+    CommClosedError,
     EngineFailure,
     EpochError,
     RmaError,
     RmaFailure,
+    RmaMemoryError,
     RmaRangeError,
     RmaTypeError,
     RmaUsageError,
@@ -68,6 +70,7 @@ __all__ = [
     "REPLACE",
     "SUM",
     "Comm",
+    "CommClosedError",
     "EngineFailure",
     "EpochError",
     "Info",
@@ -76,6 +79,7 @@ __all__ = [
     "Request",
     "RmaError",
     "RmaFailure",
+    "RmaMemoryError",
     "RmaRangeError",
     "RmaTypeError",
     "RmaUsageError",
