@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -11,12 +12,20 @@ from .constants import MODE_NOSUCCEED, Op
 from .engine.actions import EpochEvent
 from .engine.control import ControlLayout
 from .engine.window_engine import WindowEngine
-from .errors import RmaTypeError, RmaUsageError
+from .errors import CommClosedError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
 from .progress import ProgressDriver
 from .request import Request
 from .transport.base import Endpoint
 from .window import Window
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory on this machine, None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 class Comm:
@@ -42,6 +51,7 @@ class Comm:
     async def win_create(self, buf: np.ndarray, info: Info | Mapping[str, object] | None = None) -> Window:
         """Expose the caller's array ``buf`` (any shape, C-contiguous, writeable).  ``disp``
         counts elements of ``buf.dtype`` in C order.  The array stays the caller's after free."""
+        self._check_open()
         if not isinstance(buf, np.ndarray):
             raise RmaTypeError(f"win_create needs a numpy array, not {type(buf).__name__}")
         if not buf.flags.c_contiguous or not buf.flags.writeable:
@@ -54,10 +64,35 @@ class Comm:
         dtype: np.dtype | type = np.float64,
         info: Info | Mapping[str, object] | None = None,
     ) -> Window:
-        """Allocate ``count`` zeroed elements of ``dtype``; ``win.memory`` is the local array."""
-        if not isinstance(count, int | np.integer) or count < 0:
+        """Allocate ``count`` zeroed elements of ``dtype``; ``win.memory`` is the local array.
+
+        Raises :class:`RmaMemoryError` at the call, before anything collective happens, when
+        ``count * itemsize`` exceeds this machine's physical memory (``os.sysconf``): the check
+        depends only on the arguments and the machine, so ranks making the same call on alike
+        machines all raise it and none is left waiting in the collective creation.  (Ranks that
+        pass different counts, or run on machines of different sizes, may disagree; then the
+        others wait for the refused rank, as in any collective call some ranks skip.)"""
+        self._check_open()
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
             raise RmaUsageError(f"count must be a non-negative integer, not {count!r}")
-        return await self._create(None, int(count), np.dtype(dtype), as_info(info))
+        count = int(count)
+        try:
+            dtype = np.dtype(dtype)
+        except (TypeError, ValueError):
+            raise RmaTypeError(f"{dtype!r} is not a numpy dtype") from None
+        physical = _physical_memory()
+        if physical is not None and count * dtype.itemsize > physical:
+            raise RmaMemoryError(
+                f"win_allocate({count}, {dtype}) needs {count * dtype.itemsize} bytes; "
+                f"this machine has {physical}"
+            )
+        return await self._create(None, count, dtype, as_info(info))
+
+    def _check_open(self) -> None:
+        # _close frees the Comm's own window and drops every engine from the driver.
+        sync = self._sync_window
+        if sync is not None and self._driver.engines.get(sync.win_id) is not sync.engine:
+            raise CommClosedError("this Comm is closed (its aiorma.run returned)")
 
     async def _create(
         self,

@@ -33,6 +33,16 @@ class WindowFreedError(RmaUsageError):
     """The window was freed (or is being freed); it accepts no more calls."""
 
 
+class CommClosedError(RmaUsageError):
+    """The window's :class:`~aiorma.Comm` was closed (its :func:`aiorma.run` returned): the
+    window, though never freed, accepts no more calls, and the Comm creates no more windows."""
+
+
+class RmaMemoryError(RmaUsageError, MemoryError):
+    """``win_allocate`` asked for more bytes than this machine has (physical memory), refused at
+    the call before anything collective happens."""
+
+
 class RmaFailure(RmaError):
     """Something outside the caller's control failed; dependent Requests carry this error."""
 

@@ -1,7 +1,10 @@
 """Window: the user-facing RMA object.  Every call takes effect when made and returns a Request.
 
 Checks happen here (buffers, dtypes, bounds) and in the engine (epoch rules), all before anything
-changes: a call that raises leaves the window exactly as it was.
+changes: a call that raises leaves the window exactly as it was.  Ranks are ints or numpy integers,
+never bools; displacements are checked as Python ints (no numpy wrap-around); values that are not
+already an array of the window's dtype must fit it (refused, never wrapped); a window whose Comm
+was closed refuses every call with CommClosedError.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 
 from .constants import LOCK_EXCLUSIVE, LockType, Op
 from .engine.window_engine import WindowEngine
-from .errors import RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
+from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_op_dtype
 from .request import Request
 from .transport.base import RmaKind, RmaOp
@@ -77,23 +80,28 @@ class Window:
         """Close the open fence epoch (barrier semantics) and/or open the next one.  Completes
         when the closed epoch has completed on this rank, i.e. every rank's RMA of that epoch is
         done; with MODE_NOPRECEDE alone, when the new epoch is activated."""
+        self._check_open()
         return self._call(self._engine.fence(assertion), "fence")
 
     def post(self, group: Iterable[int], assertion: int = 0) -> Request:
         """Expose this window to ``group``.  Completes when the exposure is granted."""
-        return self._call(self._engine.post(group, assertion), "post")
+        self._check_open()
+        return self._call(self._engine.post(self._group(group), assertion), "post")
 
     def start(self, group: Iterable[int], assertion: int = 0) -> Request:
         """Begin an access epoch to ``group``.  Completes when every target has granted it (or,
         for an epoch without RMA calls that finished before its grants arrived, with the epoch)."""
-        return self._call(self._engine.start(group, assertion), "start")
+        self._check_open()
+        return self._call(self._engine.start(self._group(group), assertion), "start")
 
     def complete(self) -> Request:
         """End the access epoch.  Completes when its RMA is complete at every target."""
+        self._check_open()
         return self._call(self._engine.complete(), "complete")
 
     def wait(self) -> Request:
         """End the exposure epoch.  Completes when every origin of the group has completed."""
+        self._check_open()
         return self._call(self._engine.wait(), "wait")
 
     def test(self) -> bool:
@@ -109,33 +117,41 @@ class Window:
 
     def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> Request:
         """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired."""
+        self._check_open()
         return self._call(self._engine.lock(rank, lock_type, assertion), "lock")
 
     def unlock(self, rank: int) -> Request:
         """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and
         the lock is released."""
+        self._check_open()
         return self._call(self._engine.unlock(rank), "unlock")
 
     def lock_all(self, assertion: int = 0) -> Request:
         """Shared lock on every rank.  Completes when every rank has granted it."""
+        self._check_open()
         return self._call(self._engine.lock_all(assertion), "lock_all")
 
     def unlock_all(self) -> Request:
         """End the lock_all epoch.  Completes when its RMA is complete everywhere."""
+        self._check_open()
         return self._call(self._engine.unlock_all(), "unlock_all")
 
     def flush(self, rank: int) -> Request:
         """Completes when the RMA issued so far to ``rank`` in this epoch is complete there."""
-        return self._call(self._engine.flush(rank), "flush")
+        self._check_open()
+        return self._call(self._engine.flush(self._sync_rank(rank)), "flush")
 
     def flush_local(self, rank: int) -> Request:
         """Completes when the RMA issued so far to ``rank`` is locally complete."""
-        return self._call(self._engine.flush(rank, local_only=True), "flush_local")
+        self._check_open()
+        return self._call(self._engine.flush(self._sync_rank(rank), local_only=True), "flush_local")
 
     def flush_all(self) -> Request:
+        self._check_open()
         return self._call(self._engine.flush(None), "flush_all")
 
     def flush_local_all(self) -> Request:
+        self._check_open()
         return self._call(self._engine.flush(None, local_only=True), "flush_local_all")
 
     # i-prefixed aliases for readers coming from the seed's MPI_WIN_I* proposal.
@@ -197,6 +213,7 @@ class Window:
         self, origin: Any, compare: Any, result: np.ndarray, target: int, disp: int = 0
     ) -> Request:
         """Atomically: ``result = target[disp]``; if it equals ``compare``, store ``origin``."""
+        self._check_open()
         if self.dtype.kind not in "iub":
             raise RmaTypeError(f"compare_and_swap needs an integer or bool window, not {self.dtype}")
         data = self._single(self._origin(origin), "origin")
@@ -212,6 +229,7 @@ class Window:
         """Collective.  Completes once every epoch of this window has completed (rule 10b) and
         every rank has freed it.  Raises EpochError, changing nothing, while an epoch with RMA
         calls is open.  Memory from ``win_allocate`` stays readable as a private copy."""
+        self._check_open()
         token = self._engine.free()
         engine_done = self._driver.watch(self.win_id, token)
         self._driver.touched(self.win_id)
@@ -244,6 +262,28 @@ class Window:
     def _check_open(self) -> None:
         if self._engine.freeing:
             raise WindowFreedError("the window has been freed")
+        if self._driver.engines.get(self._engine.win_id) is not self._engine:
+            # Only Comm._close (the end of aiorma.run) drops a live engine from the driver.
+            raise CommClosedError("the window's Comm is closed: its aiorma.run returned before free()")
+
+    @staticmethod
+    def _sync_rank(rank: Any) -> Any:
+        # The engine's _check_rank refuses bools and non-integers; None would mean "every rank".
+        if rank is None:
+            raise RmaRangeError("rank None is not a rank (flush_all / flush_local_all flush every rank)")
+        return rank
+
+    @staticmethod
+    def _group(group: Any) -> Any:
+        # The engine reads ranks with operator.index, which takes a bool for 0/1: refuse them here.
+        try:
+            members = tuple(group)
+        except TypeError:
+            raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
+        for rank in members:
+            if isinstance(rank, bool | np.bool_):
+                raise RmaRangeError(f"rank {rank!r} is a bool, not a rank")
+        return members
 
     def _origin(self, origin: Any) -> np.ndarray:
         self._check_open()
@@ -251,10 +291,32 @@ class Window:
             if origin.dtype != self.dtype:
                 raise RmaTypeError(f"buffer dtype {origin.dtype} does not match window {self.dtype}")
             return np.ascontiguousarray(origin).reshape(-1)
-        array = np.asarray(origin)
+        try:
+            array = np.asarray(origin)
+        except (TypeError, ValueError, OverflowError):  # ragged lists, odd objects
+            raise RmaTypeError(f"cannot send {origin!r} into a window of dtype {self.dtype}") from None
         if array.dtype.kind not in "biufc" or not np.can_cast(array.dtype, self.dtype, "same_kind"):
             raise RmaTypeError(f"cannot send {origin!r} into a window of dtype {self.dtype}")
+        if not np.can_cast(array.dtype, self.dtype, "safe"):
+            return self._fitted(array)
         return np.ascontiguousarray(array, dtype=self.dtype).reshape(-1)
+
+    def _fitted(self, array: np.ndarray) -> np.ndarray:
+        """``array`` (converted from Python values or numpy scalars) in the window's dtype, refused
+        with RmaTypeError when a value does not fit it: numpy would wrap integers silently and turn
+        large floats into infinities."""
+        dtype = self.dtype
+        if array.size and dtype.kind in "iu":  # same_kind: the source is integer (or bool) too
+            info = np.iinfo(dtype)
+            low, high = int(array.min()), int(array.max())  # Python ints: no wrap-around here
+            if low < info.min or high > info.max:
+                raise RmaTypeError(f"values in [{low}, {high}] do not fit a window of dtype {dtype}")
+            return np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            converted = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+        if dtype.kind in "fc" and np.count_nonzero(np.isinf(converted)) != np.count_nonzero(np.isinf(array)):
+            raise RmaTypeError(f"values beyond the range of dtype {dtype} (they would become infinite)")
+        return converted
 
     def _result(self, result: Any) -> np.ndarray:
         self._check_open()
@@ -283,16 +345,26 @@ class Window:
         return operation
 
     def _check_span(self, target: int, disp: int, count: int) -> tuple[int, int]:
-        if not isinstance(target, int | np.integer) or not 0 <= target < self.size:
+        # Plain ints pass on the first test; numpy integers become Python ints before any
+        # arithmetic (np.uint64(2**64 - 1) + 1 would wrap to 0); bools are not ranks or offsets.
+        if type(target) is not int:
+            if not isinstance(target, np.integer):  # bool and np.bool_ are not
+                raise RmaRangeError(f"target {target!r} is not an integer rank")
+            target = int(target)
+        if not 0 <= target < self.size:
             raise RmaRangeError(f"target {target!r} is outside the window's group of {self.size}")
-        if not isinstance(disp, int | np.integer) or disp < 0:
+        if type(disp) is not int:
+            if not isinstance(disp, np.integer):
+                raise RmaRangeError(f"displacement must be a non-negative integer, not {disp!r}")
+            disp = int(disp)
+        if disp < 0:
             raise RmaRangeError(f"displacement must be a non-negative integer, not {disp!r}")
         exposed = self.counts[target]
         if disp + count > exposed:
             raise RmaRangeError(
                 f"elements [{disp}, {disp + count}) are outside rank {target}'s window of {exposed}"
             )
-        return int(target), int(disp)
+        return target, disp
 
     def __repr__(self) -> str:
         return f"<Window {self.win_id} rank {self.rank}/{self.size} {self.dtype} {self.counts}>"

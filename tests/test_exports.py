@@ -16,7 +16,7 @@ PUBLIC = {
     "LockType", "LOCK_EXCLUSIVE", "LOCK_SHARED",
     # errors
     "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
-    "RmaFailure", "TransportError", "EngineFailure", "PeerFailed",
+    "CommClosedError", "RmaMemoryError", "RmaFailure", "TransportError", "EngineFailure", "PeerFailed",
 }  # fmt: skip
 
 
@@ -45,13 +45,16 @@ def test_constants_are_the_named_members() -> None:
 
 
 def test_error_hierarchy() -> None:
-    for name in ("EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError"):
+    names = ("EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError", "CommClosedError")
+    names += ("RmaMemoryError",)
+    for name in names:
         assert issubclass(getattr(aiorma, name), aiorma.RmaUsageError)
         assert getattr(aiorma, name) is getattr(errors, name)
     for name in ("TransportError", "EngineFailure", "PeerFailed"):
         assert issubclass(getattr(aiorma, name), aiorma.RmaFailure)
     assert issubclass(aiorma.RmaRangeError, IndexError)
     assert issubclass(aiorma.RmaTypeError, TypeError)
+    assert issubclass(aiorma.RmaMemoryError, MemoryError)
     assert not issubclass(aiorma.RmaFailure, aiorma.RmaUsageError)
     assert issubclass(aiorma.RmaUsageError, aiorma.RmaError)
     assert issubclass(aiorma.RmaFailure, aiorma.RmaError)
