@@ -8,6 +8,7 @@ back into them, and turns finished engine tokens into Request completions.  Poll
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections import deque
 from typing import Any
@@ -20,6 +21,7 @@ from .transport.base import Endpoint
 from .waiting import Waiter
 
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
+_LINK_PATIENCE = 2e-4
 
 
 class ProgressDriver:
@@ -99,6 +101,8 @@ class ProgressDriver:
         else one that the engine's completion will finish."""
         self._dirty.add(win_id)
         self.pump()
+        if self.endpoint.polled and self.engines[win_id].awaiting_link:
+            self._finish_release(self.engines[win_id])
         finished = self._finished
         if finished:
             key = (win_id, token)
@@ -108,6 +112,17 @@ class ProgressDriver:
                 return Request.finished(value, error, what)
             finished.clear()
         return Request(self.watch(win_id, token, value), self.progress, what)
+
+    def _finish_release(self, engine: WindowEngine) -> None:
+        """Poll for at most _LINK_PATIENCE while a release of ``engine`` waits for its successor's
+        link, so that the release completes inside the call that made it (Late Unlock: a rank
+        that unlocks and then computes must not hold the next holder for its whole computation).
+        On one node the link follows the successor's swap by microseconds; past the bound (a
+        descheduled successor) the waiter finishes the release in the background."""
+        deadline = time.perf_counter() + _LINK_PATIENCE
+        while engine.awaiting_link and time.perf_counter() < deadline:
+            self.endpoint.poll()
+            self.pump()
 
     def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
         """The future that the completion of ``token`` will finish."""

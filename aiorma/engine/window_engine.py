@@ -42,7 +42,7 @@ from ..info import Info
 from .actions import Action, CompleteRequest, ControlFetch, ControlWrite, EpochEvent, FlushTarget, IssueRma
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
-from .lock_protocol import LockCounts, QueueLock
+from .lock_protocol import Head, LockCounts, QueueLock
 from .rules import (
     EXTRA_CONDITION,
     MAY_OVERLAP,
@@ -547,6 +547,13 @@ class WindowEngine:
         if condition is ExtraCondition.WINDOW_NOT_LOCKED:
             return not self.window_locked
         return True
+
+    @property
+    def awaiting_link(self) -> bool:
+        """A lock release waits for a successor that swapped into the queue but has not yet
+        linked itself behind us (microseconds on one node): the driver finishes such a release
+        inside the closing call, so that a releaser that then computes holds nobody up."""
+        return any(lock.head is Head.AWAITING_NEXT for lock in self._locks.values())
 
     @property
     def window_locked(self) -> bool:

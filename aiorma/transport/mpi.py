@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -69,6 +70,7 @@ _CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
     AtomicOp.NO_OP: MPI.NO_OP,
 }
 _NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
+_RERING = 1e-3
 
 
 def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, bool]:
@@ -136,11 +138,17 @@ class MpiEndpoint:
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
         self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
+        self._fetch_targets: dict[int, int] = {}  # request-based fetch token -> its target
         # Request-based control fetches: (win_id, token, request, result buffer).
         self._fetches: list[tuple[int, int, MPI.Request, np.ndarray]] = []
         # Request-based control writes towards peers that need progress (buffers kept alive).
         self._writes: list[tuple[MPI.Request, np.ndarray]] = []
         self._in_threads = 0  # blocking calls running in the RMA worker
+        # When each peer was last rung: a peer serving our requests by its own progress (another
+        # node, win_create memory) is rung again every _RERING seconds until they complete, so
+        # that it never parks in the middle of a long transfer (a 1 MiB accumulate by active
+        # messages needs many of its polls).
+        self._rung_at = [0.0] * self.size
         self._word_buffers = tuple(np.zeros(1, np.int64) for _ in range(3))
         self._closed = False
         self._doorbell, self._bells = _open_doorbells(self._probe_comm, hosts)
@@ -426,6 +434,7 @@ class MpiEndpoint:
                 return None
             request = ctrl.Rget_accumulate(origin, result, dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op])
         self._fetches.append((win_id, token, request, result))
+        self._fetch_targets[token] = dest
         return None
 
     # ------------------------------------------------------------------ polling
@@ -444,6 +453,8 @@ class MpiEndpoint:
                 active |= self._test_pending()
             if self._waiting_flushes:
                 active |= self._flushes_due()
+            if self._pending or self._fetches or self._waiting_flushes:
+                self._ring_servers()
             if self._fetches:
                 active |= self._test_fetches()
             if self._writes:
@@ -456,6 +467,15 @@ class MpiEndpoint:
                     sink.control_changed(win_id)
                     active = True
         return active
+
+    def _ring_servers(self) -> None:
+        """Ring again, every _RERING seconds, the peers whose progress our requests wait for."""
+        now = time.monotonic()
+        servers = {target for _, target in self._pending} | {target for _, target in self._waiting_flushes}
+        servers |= {self._fetch_targets.get(token, -1) for _, token, _, _ in self._fetches}
+        for target in servers:
+            if target >= 0 and not self._passive[target] and now - self._rung_at[target] > _RERING:
+                self._ring(target)
 
     def _test_pending(self) -> bool:
         done: list[tuple[int, int]] = []
@@ -480,6 +500,7 @@ class MpiEndpoint:
             return False
         self._fetches = [entry for entry in self._fetches if entry not in done]
         for win_id, token, _request, result in done:
+            self._fetch_targets.pop(token, None)
             self._fetched(win_id, token, result)
         return True
 
@@ -553,6 +574,7 @@ class MpiEndpoint:
     def _ring(self, dest: int) -> None:
         address = self._bells[dest]
         if address is not None and (self._presence[dest] or not self._passive[dest]):
+            self._rung_at[dest] = time.monotonic()
             # A full socket buffer means unread rings are already waiting; a refused or dropped
             # datagram costs the peer a guard poll, never correctness.
             with contextlib.suppress(OSError):

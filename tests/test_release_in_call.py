@@ -1,0 +1,101 @@
+"""Regression (Late Unlock): a release that waits for its successor's link finishes inside the
+``unlock`` call.
+
+Found by ``python -m aiorma.bench patterns`` (late_unlock, nonblocking: 93–101 % of the delay
+propagated after the queue lock replaced the target-side lock table): the holder unlocks just
+after the next origin swapped itself into the queue but before it linked itself behind the holder;
+the holder's release then waited for the link, which it only noticed after computing.
+
+Here the transport delivers a control write only when its destination polls, as MPI's progress
+does, so the link is present but unseen when ``unlock`` is called; the call must poll for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+import aiorma
+from aiorma.engine.control import AtomicOp, ControlLayout, Word
+from aiorma.runtime import run_ranks
+from aiorma.transport.base import PollNeed
+from aiorma.transport.local import LocalEndpoint, LocalNetwork
+
+
+class _PolledEndpoint(LocalEndpoint):
+    def __init__(self, network: LocalNetwork, rank: int) -> None:
+        super().__init__(network, rank)
+        self.polled = True
+
+    def poll(self) -> bool:
+        network: _PolledNetwork = self.network  # type: ignore[assignment]
+        queue = network.undelivered[self.rank]
+        windows = set()
+        kept: deque[tuple[int, int, AtomicOp, int]] = deque()
+        while queue:
+            win_id, index, op, value = queue.popleft()
+            if network.hold_links and ControlLayout(self.size).word_of(index)[0] is Word.LOCK_NEXT:
+                kept.append((win_id, index, op, value))  # not arrived yet
+                continue
+            network._apply_write(self.rank, win_id, index, op, value, report=False)
+            windows.add(win_id)
+        queue.extend(kept)
+        for win_id in windows:
+            if self.sink is not None:
+                self.sink.control_changed(win_id)
+        return bool(windows)
+
+    def poll_need(self) -> PollNeed:
+        return PollNeed.IDLE
+
+
+class _PolledNetwork(LocalNetwork):
+    """Control writes to another rank land only when that rank polls."""
+
+    def __init__(self, size: int) -> None:
+        self.undelivered: list[deque[tuple[int, int, AtomicOp, int]]] = [deque() for _ in range(size)]
+        self.hold_links = True  # successors' LOCK_NEXT writes stay in flight until cleared
+        super().__init__(size)
+        self.endpoints = [_PolledEndpoint(self, rank) for rank in range(size)]
+
+    def control_write(self, src: int, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
+        if src == dest:
+            super().control_write(src, dest, win_id, index, op, value)
+        else:
+            self.undelivered[dest].append((win_id, index, op, value))
+
+
+def test_unlock_finishes_its_release_inside_the_call() -> None:
+    holding, queued = asyncio.Event(), asyncio.Event()
+    network = _PolledNetwork(3)
+
+    async def main(comm: aiorma.Comm) -> Any:
+        win = await comm.win_allocate(4, np.int64)
+        outcome = None
+        if comm.rank == 0:
+            await win.lock(2)
+            holding.set()
+            await queued.wait()
+            win.put(np.ones(1, np.int64), 2)
+            network.hold_links = False  # the link lands now, but only a poll by rank 0 sees it
+            unlock = win.unlock(2)
+            outcome = unlock.done()  # no await: a rank that now computes must hold nobody up
+            await unlock
+        elif comm.rank == 1:
+            await holding.wait()
+            lock = win.lock(2)  # swaps into the tail; its link to rank 0 is not yet seen there
+            queued.set()
+            await lock
+            await win.unlock(2)
+        await comm.barrier()
+        await win.free()
+        return outcome
+
+    async def go() -> list[Any]:
+        async with asyncio.timeout(10):
+            return await run_ranks(main, (), network)
+
+    assert asyncio.run(go())[0] is True
