@@ -17,6 +17,7 @@ executable file has to be shipped or generated.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import shutil
@@ -111,3 +112,14 @@ def ensure_mpi_ranks(nprocs: int, module: str, args: list[str], emulate_nodes: i
     if status != 0:
         raise SystemExit(f"mpiexec exited with {status}")
     return True
+
+
+def add_emulate_nodes_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--emulate-nodes K`` option every MPI benchmark accepts (see :func:`mpiexec_command`)."""
+    parser.add_argument(
+        "--emulate-nodes",
+        type=int,
+        default=0,
+        metavar="K",
+        help="run the ranks on K emulated nodes (2: no shared memory, own hostnames; needs root)",
+    )

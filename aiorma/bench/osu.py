@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._example_runs import machine
-from ._launch import EMULATE_ENV, ensure_mpi_ranks
+from ._launch import EMULATE_ENV, add_emulate_nodes_option, ensure_mpi_ranks
 
 MODES = ("fence", "pscw", "lock", "lock_all")
 OPS = ("put", "get", "accumulate", "fetch_and_op", "compare_and_swap")
@@ -311,13 +311,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--max-size", type=int, default=MAX_SIZE, help="largest message in bytes (default %(default)s)"
     )
-    parser.add_argument(
-        "--emulate-nodes",
-        type=int,
-        default=0,
-        metavar="K",
-        help="run the ranks on K emulated nodes (2: no shared memory, own hostnames; needs root)",
-    )
+    add_emulate_nodes_option(parser)
     options = parser.parse_args(argv)
     if options.iters < 1 or options.max_size < 8 or options.emulate_nodes < 0:
         parser.error("--iters must be at least 1, --max-size at least 8, --emulate-nodes at least 0")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ._example_runs import rank_counts, run_example, write_document
+from ._launch import add_emulate_nodes_option
 
 MODES = ("mpi4py", "blocking", "nonblocking", "nonblocking+aaar")
 BASES = ("mpi4py", "blocking")  # the modes others are reported against
@@ -83,13 +84,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per mpiexec job")
     parser.add_argument("--json", metavar="PATH", help="write every result, ratios and the machine")
     parser.add_argument("--plot", metavar="DIR", type=Path, help="write DIR/transactions_throughput.png")
-    parser.add_argument(
-        "--emulate-nodes",
-        type=int,
-        default=0,
-        metavar="K",
-        help="run the ranks on K emulated nodes (2: no shared memory, own hostnames; needs root)",
-    )
+    add_emulate_nodes_option(parser)
     args = parser.parse_args(argv)
     if args.emulate_nodes < 0:
         parser.error("--emulate-nodes must be 0 (no emulation) or more")
