@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +14,7 @@ from .constants import MODE_NOSUCCEED, Op
 from .engine.actions import EpochEvent
 from .engine.control import ControlLayout
 from .engine.window_engine import WindowEngine
-from .errors import CommClosedError, RmaMemoryError, RmaTypeError, RmaUsageError
+from .errors import CommClosedError, EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
 from .progress import ProgressDriver
 from .request import Request
@@ -41,6 +43,9 @@ class Comm:
         self.rank = endpoint.rank
         self.size = endpoint.size
         self._next_win_id = 1
+        # A creation whose waiter was cancelled: (the call, its still running task); see
+        # _collective_window.
+        self._unclaimed: tuple[tuple[object, ...], asyncio.Future[Window]] | None = None
         self._sync_window: Window | None = None
         self._collectives: Collectives | None = None
         self.history = False  # keep epoch events in new windows' engines (tests)
@@ -56,7 +61,9 @@ class Comm:
             raise RmaTypeError(f"win_create needs a numpy array, not {type(buf).__name__}")
         if not buf.flags.c_contiguous or not buf.flags.writeable:
             raise RmaTypeError("win_create needs a writeable, C-contiguous array")
-        return await self._create(buf, buf.size, buf.dtype, as_info(info))
+        info = as_info(info)
+        call = ("win_create", id(buf), info)
+        return await self._collective_window(call, lambda: self._create(buf, buf.size, buf.dtype, info))
 
     async def win_allocate(
         self,
@@ -86,7 +93,39 @@ class Comm:
                 f"win_allocate({count}, {dtype}) needs {count * dtype.itemsize} bytes; "
                 f"this machine has {physical}"
             )
-        return await self._create(None, count, dtype, as_info(info))
+        info = as_info(info)
+        call = ("win_allocate", count, dtype, info)
+        return await self._collective_window(call, lambda: self._create(None, count, dtype, info))
+
+    async def _collective_window(
+        self, call: tuple[object, ...], create: Callable[[], Coroutine[Any, Any, Window]]
+    ) -> Window:
+        """Run a collective window creation whose waiter may be cancelled.
+
+        Contract: a collective call cannot be withdrawn — the peers are already in it — so
+        cancelling the task that awaits ``win_create``/``win_allocate`` abandons the wait only.
+        The creation completes in the background and its window stays *unclaimed*: the next
+        ``win_create``/``win_allocate`` on this Comm must be the same call (same arguments), and
+        returns that window instead of creating another, so every rank still makes the same
+        sequence of collective calls.  Any other creation call meanwhile raises
+        :class:`EpochError` and changes nothing.
+        """
+        pending = self._unclaimed
+        if pending is not None:
+            pending_call, task = pending
+            if pending_call != call:
+                raise EpochError(
+                    f"an earlier {pending_call[0]} on this Comm was cancelled while its peers were in it; "
+                    "make the same call again to claim its window first"
+                )
+            self._unclaimed = None
+        else:
+            task = asyncio.ensure_future(create())
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._unclaimed = (call, task)
+            raise
 
     def _check_open(self) -> None:
         # _close frees the Comm's own window and drops every engine from the driver.
