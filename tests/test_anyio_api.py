@@ -1,0 +1,68 @@
+"""The public API under anyio's pytest plugin (asyncio backend), beside the pytest-asyncio tests:
+aiorma's ranks run inside an event loop that anyio's runner owns, and anyio's cancel scopes
+(``anyio.fail_after``) bound every wait."""
+
+from __future__ import annotations
+
+import anyio
+import numpy as np
+import pytest
+
+import aiorma
+from aiorma.runtime import run_ranks
+from aiorma.transport.local import LocalNetwork
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # aiorma runs on asyncio; trio has no asyncio event loop to share
+
+
+async def ring_and_locks(comm: aiorma.Comm) -> list[int]:
+    win = await comm.win_allocate(comm.size, np.int64)
+    right = (comm.rank + 1) % comm.size
+    with anyio.fail_after(5):
+        await win.fence()
+        win.put(np.array([comm.rank + 1], np.int64), right, comm.rank)
+        await win.fence(aiorma.MODE_NOSUCCEED)
+        await win.lock(right, aiorma.LOCK_EXCLUSIVE)
+        win.accumulate(np.ones(1, np.int64), right, right, aiorma.SUM)
+        await win.unlock(right)
+        await comm.barrier()
+    seen = win.memory.tolist()
+    await win.free()
+    return seen
+
+
+async def test_epochs_inside_anyio() -> None:
+    with anyio.fail_after(10):
+        results = await run_ranks(ring_and_locks, (), LocalNetwork(3))
+    for rank, memory in enumerate(results):
+        left = (rank - 1) % 3
+        assert memory[left] == left + 1  # the left neighbour's put
+        assert memory[rank] == 1  # the left neighbour's locked accumulate
+
+
+async def test_fail_after_abandons_a_wait_without_withdrawing_it() -> None:
+    async def main(comm: aiorma.Comm) -> bool:
+        win = await comm.win_allocate(2, np.int64)
+        if comm.rank == 0:
+            start = win.start([1])  # rank 1 posts only after rank 0 gave up waiting
+            with pytest.raises(TimeoutError), anyio.fail_after(0.01):
+                await start
+            await comm.barrier()
+            win.put(np.full(2, 7, np.int64), 1)
+            await win.complete()
+            done = start.done()
+        else:
+            await comm.barrier()
+            await win.post([0])
+            await win.wait()
+            done = win.memory.tolist() == [7, 7]
+        await win.free()
+        return done
+
+    with anyio.fail_after(10):
+        assert await run_ranks(main, (), LocalNetwork(2)) == [True, True]
