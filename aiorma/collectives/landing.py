@@ -36,11 +36,8 @@ On polled transports (MPI) flag writes are followed by a flush of the flag windo
 turn of the event loop, not awaited) so that they complete at the target even where RMA waits for
 a flush (MPICH defers puts so); the in-process transport completes every op by itself.
 
-A long-lived passive epoch keeps a record of every RMA call made in it until it ends; the engine
-would then scan ever longer lists on every flush.  So every ``_ROTATE_AFTER`` calls the epoch is
-rotated: ``unlock_all()`` then ``lock_all(MODE_NOCHECK)``.  Calls made while the old epoch
-finishes are recorded in the new one and replayed when it activates — after every op of the old
-epoch is remotely complete (rule 19) — so data-before-flag ordering holds across a rotation.
+A long-lived passive epoch costs the engine O(1) per RMA call (it keeps a per-target issue
+sequence number, not a record of the calls), so one epoch serves the Comm's whole life.
 """
 
 from __future__ import annotations
@@ -48,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -67,7 +64,6 @@ if TYPE_CHECKING:
 FLAGS_WIN_ID = 0xFFFF_FF00
 DATA_WIN_ID = 0xFFFF_FF01
 
-_ROTATE_AFTER = 128  # RMA calls per landing epoch before it is rotated (see module docstring)
 _PIPELINE_BYTES = 64 << 10  # chunks from this size on are flagged one at a time
 
 Consume = Callable[[np.ndarray, int, int], None]
@@ -104,27 +100,14 @@ DEFAULT_CONFIG = LandingConfig()
 
 
 class _LongEpoch:
-    """A window's long-lived ``lock_all(MODE_NOCHECK)`` epoch, rotated every ``_ROTATE_AFTER``
-    RMA calls so the engine's per-epoch op lists stay short."""
+    """A window's ``lock_all(MODE_NOCHECK)`` epoch for the Comm's whole life."""
 
     def __init__(self, win: Window) -> None:
         self.win = win
-        self.calls = 0
-        self.closing: list[Any] = []
         self.opened = win.lock_all(MODE_NOCHECK)
-
-    def note(self, calls: int = 1) -> None:
-        self.calls += calls
-        if self.calls >= _ROTATE_AFTER:
-            self.calls = 0
-            self.closing = [r for r in self.closing if not r.done()]
-            self.closing.append(self.win.unlock_all())
-            self.win.lock_all(MODE_NOCHECK)
 
     async def close(self) -> None:
         await self.win.unlock_all()
-        for request in self.closing:
-            await request
         await self.win.free()
 
 
@@ -289,7 +272,6 @@ class Landing:
                     disp = (base + (ordinal + j) % slots) * slot_bytes
                     win.put(data[lo : min(nbytes, lo + slot_bytes)], dst, disp)
                 flushed = win.flush(dst)
-                self._data.note(batch + 1)
                 if self.polling and not flushed.done():
                     # A polled transport carries the flush out at its next poll: do that poll now
                     # rather than a turn of the event loop later.
@@ -343,7 +325,6 @@ class Landing:
         """``flags[index] = max(flags[index], value)`` at ``dst``; wakes local watchers when done."""
         request = self._flags.win.accumulate(np.array([value], np.int64), dst, index, Op.MAX)
         request.add_done_callback(poke_all)
-        self._flags.note()
         if not self.polling:
             return  # the in-process transport completes every op at its target by itself
         self._kicks.add(dst)
@@ -369,4 +350,3 @@ class Landing:
             return
         for dst in kicks:
             self._flags.win.flush(dst)
-        self._flags.note(len(kicks))
