@@ -21,8 +21,11 @@ Completion contract, relied on by the engine and the driver:
 * ``control_fetch(win_id, token, dest, index, op, value, compare)`` applies an atomic with a
   result; it returns the old value when it has it at once, else None and reports
   ``sink.fetched(win_id, token, old)`` later.
-* Sink callbacks are made from :meth:`Endpoint.poll` or from the event loop, never from inside
-  the calls above, so the engine is never re-entered.
+* Sink callbacks that reach the engine (``flushed``, ``fetched``, ``control_changed``) are made
+  from :meth:`Endpoint.poll` or from the event loop, never from inside the calls above, so the
+  engine is never re-entered; results available at once are return values instead.  Only
+  ``op_completed`` (which finishes an RMA call's Request and never touches the engine) may also be
+  reported from inside ``flush``.
 """
 
 from __future__ import annotations

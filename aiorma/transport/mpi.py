@@ -10,11 +10,13 @@ Passive or not.  Measured with the mpich wheel (docs/architecture.md): RMA and a
 in about a microsecond, so such calls are made inline, blocking for that microsecond.  Everything
 else — a peer on another node (MPICH's network module needs the target's progress), or the data
 window of a ``win_create`` window (active messages even on one node) — may take as long as the
-target takes to enter MPI, so it never blocks the event loop: request-based calls are tested by
-:meth:`MpiEndpoint.poll`, and calls with no request-based form (``Win.Flush``,
-``Compare_and_swap``) run in a worker thread (MPI is initialised with ``THREAD_MULTIPLE``).  The
-transport rings such a target's doorbell as it starts the operation, so that a parked target
-polls and serves it.
+target takes to enter MPI, so it never blocks the event loop: every op is a request whose
+completion means remote completion (puts and accumulates as ``Rget_accumulate``), tested by
+:meth:`MpiEndpoint.poll`, so a flush there only waits for requests; ``Compare_and_swap`` (no
+request-based form), and ``Win.Flush`` for windows of derived datatypes, run in a worker thread
+(MPI is initialised with ``THREAD_MULTIPLE``).  The transport rings such a target's doorbell as
+it starts the operation, and every millisecond while our requests wait for it, so that a parked
+target polls and serves them.
 
 Doorbells: one UDP socket per rank, rung (one empty datagram, never waited for) after writing a
 peer's control region or when starting an operation that needs the peer's progress.  UDP rather
