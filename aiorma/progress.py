@@ -11,6 +11,7 @@ import asyncio
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from .engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
@@ -30,8 +31,7 @@ class ProgressDriver:
     def __init__(self, endpoint: Endpoint, ranks_on_node: int = 1) -> None:
         self.endpoint = endpoint
         self.engines: dict[int, WindowEngine] = {}
-        self.waiter = Waiter(endpoint, self._poll_turn, self.fail, ranks_on_node)
-        self.failure: RmaFailure | None = None
+        self.waiter = Waiter(endpoint, self._poll_turn, self.failed, ranks_on_node)
         self._futures: dict[tuple[int, int], tuple[asyncio.Future[Any], Any]] = {}
         # Tokens finished before anyone asked for their Request (an RMA call that completed at
         # issue, a flush answered at once).  Asked for right after the call that made them, so
@@ -64,27 +64,29 @@ class ProgressDriver:
         self.pump()
 
     def failed(self, error: BaseException) -> None:
-        """The transport failed outside any call (a worker thread, the poll): fail everything."""
-        self.fail(error)
-
-    def fail(self, error: BaseException) -> None:
-        """Progress itself failed: every window of this rank fails for good with ``error`` (as an
-        :class:`RmaFailure`), every pending Request — engine tokens, RMA operations, collectives'
-        waits — raises it, and every later call raises it."""
+        """Progress itself failed (the poll, a worker-thread MPI call): every window of this rank
+        fails for good with ``error`` (as an :class:`RmaFailure`)."""
         failure = error if isinstance(error, RmaFailure) else TransportError(f"progress failed: {error!r}")
         if failure is not error:
             failure.__cause__ = error
-        if self.failure is None:
-            self.failure = failure
+        self.fail(lambda: failure)
+
+    def fail(self, make_error: Callable[[], RmaFailure]) -> list[asyncio.Future[Any]]:
+        """Fail this rank for good: every pending Request — engine tokens, RMA operations,
+        collectives' waits on the waiter — raises ``make_error()``, and so does every later call
+        on its windows.  Returns the futures it failed."""
+        failed = [future for future, _value in self._futures.values()]
         for engine in self.engines.values():
-            engine.fail(failure)
+            engine.fail(make_error())
             self._dirty.add(engine.win_id)
         self.pump()
+        # RMA calls' tokens are finished by the transport, not by the engine: fail those too.
         futures, self._futures = self._futures, {}
         for future, _value in futures.values():
             if not future.done():
-                future.set_exception(failure)
-        self.waiter.fail_sources(failure)
+                future.set_exception(make_error())
+        self.waiter.fail_sources(make_error())
+        return failed
 
     # ------------------------------------------------------------------- engines
 

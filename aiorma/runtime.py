@@ -131,15 +131,7 @@ def _fail_peers(comms: list[Comm], network: LocalNetwork, rank: int, cause: Base
 def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
     """Fail one rank's Requests (each its own PeerFailed: an exception object raised in many
     places would gather every traceback), its later window calls, and its collectives."""
-    driver = comm._driver
-    failed = [future for future, _value in driver._futures.values()]
-    for win_id, engine in list(driver.engines.items()):
-        engine.fail(error())  # pending Requests and every later call raise it
-        driver.touched(win_id)
-    driver.pump()
-    # RMA calls' tokens are finished by the transport, not by the engine: fail the ones awaited.
-    for win_id, token in list(driver._futures):
-        driver._finish(win_id, token, error())
+    failed = comm._driver.fail(error)
     collectives = comm._collectives
     if collectives is not None:
         runner = collectives.runner
