@@ -86,13 +86,13 @@ class Window:
     def post(self, group: Iterable[int], assertion: int = 0) -> Request:
         """Expose this window to ``group``.  Completes when the exposure is granted."""
         self._check_open()
-        return self._call(self._engine.post(self._group(group), assertion), "post")
+        return self._call(self._engine.post(group, assertion), "post")
 
     def start(self, group: Iterable[int], assertion: int = 0) -> Request:
         """Begin an access epoch to ``group``.  Completes when every target has granted it (or,
         for an epoch without RMA calls that finished before its grants arrived, with the epoch)."""
         self._check_open()
-        return self._call(self._engine.start(self._group(group), assertion), "start")
+        return self._call(self._engine.start(group, assertion), "start")
 
     def complete(self) -> Request:
         """End the access epoch.  Completes when its RMA is complete at every target."""
@@ -272,18 +272,6 @@ class Window:
         if rank is None:
             raise RmaRangeError("rank None is not a rank (flush_all / flush_local_all flush every rank)")
         return rank
-
-    @staticmethod
-    def _group(group: Any) -> Any:
-        # The engine reads ranks with operator.index, which takes a bool for 0/1: refuse them here.
-        try:
-            members = tuple(group)
-        except TypeError:
-            raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
-        for rank in members:
-            if isinstance(rank, bool | np.bool_):
-                raise RmaRangeError(f"rank {rank!r} is a bool, not a rank")
-        return members
 
     def _origin(self, origin: Any) -> np.ndarray:
         self._check_open()

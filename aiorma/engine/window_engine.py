@@ -65,9 +65,6 @@ class _FlushWaiter:
     needs: list[tuple[AccessTarget, int | None]]
 
 
-_PER_PEER_WORDS = len(Word)
-
-
 class WindowEngine:
     """Epoch state machines, activation rules, matching and the lock protocol of one window."""
 
@@ -376,7 +373,7 @@ class WindowEngine:
             return
         seen[changed] = control[changed]
         size = self.size
-        per_peer = _PER_PEER_WORDS * size
+        per_peer = self.layout.lock_tail  # the per-peer words come first
         lock_targets: set[int] = set()
         own_lock_words = False
         for index in changed.tolist():
@@ -567,12 +564,11 @@ class WindowEngine:
         kind = epoch.kind
         nocheck = bool(epoch.assertion & MODE_NOCHECK)
         if kind is EpochKind.POST:
-            grant = Word.GRANT
             for origin in epoch.group:
                 peer = self.peers[origin]
                 peer.gats_accesses_granted += 1
                 epoch.expected_done[origin] = peer.gats_accesses_granted
-                self._raise(origin, grant, peer.gats_accesses_granted)
+                self._raise(origin, Word.GRANT, peer.gats_accesses_granted)
             self._complete_token(epoch.open_token)
         elif kind is EpochKind.START:
             for access in epoch.access.values():
@@ -779,7 +775,14 @@ class WindowEngine:
 
     def _check_group(self, group: Iterable[int]) -> tuple[int, ...]:
         try:
-            members = tuple(operator.index(rank) for rank in group)
+            given = tuple(group)
+        except TypeError:
+            raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
+        for rank in given:  # operator.index would take a bool for 0 or 1
+            if isinstance(rank, bool | np.bool_):
+                raise RmaRangeError(f"rank {rank!r} is a bool, not a rank")
+        try:
+            members = tuple(operator.index(rank) for rank in given)
         except TypeError:
             raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
         members = tuple(self._check_rank(rank) for rank in members)

@@ -126,7 +126,19 @@ class LocalNetwork:
         may return None and report it to ``src``'s sink later)."""
         return self.apply_fetch(dest, win_id, index, op, value, compare)
 
-    def apply_fetch(self, dest: int, win_id: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
+    def apply_fetch(
+        self,
+        dest: int,
+        win_id: int,
+        index: int,
+        op: AtomicOp,
+        value: int,
+        compare: int = 0,
+        *,
+        report: bool = True,
+    ) -> int:
+        """Apply ``op`` to ``dest``'s control word ``index`` (atomic: one thread, no await) and
+        return the old value; a change is reported to ``dest``'s sink unless ``report`` is off."""
         control = self._control_of(dest, win_id)
         assert control is not None, "fetch on a freed window"
         old = int(control[index])
@@ -138,7 +150,7 @@ class LocalNetwork:
             control[index] = max(old, value)
         elif op is AtomicOp.CAS and old == compare:
             control[index] = value
-        if op is not AtomicOp.NO_OP:
+        if report and op is not AtomicOp.NO_OP:
             self._report_change(dest, win_id)
         return old
 
@@ -149,15 +161,8 @@ class LocalNetwork:
     def _apply_write(
         self, dest: int, win_id: int, index: int, op: AtomicOp, value: int, *, report: bool = True
     ) -> None:
-        control = self._control_of(dest, win_id)
-        if control is None:
-            return  # the window was freed: a stale write
-        if op is AtomicOp.SUM:
-            control[index] += value
-        elif value > control[index]:
-            control[index] = value
-        if report:
-            self._report_change(dest, win_id)
+        if self._control_of(dest, win_id) is not None:  # else the window was freed: a stale write
+            self.apply_fetch(dest, win_id, index, op, value, report=report)
 
     def _report_change(self, dest: int, win_id: int) -> None:
         # One report per (rank, window) per turn of the loop, however many words changed.
