@@ -46,6 +46,7 @@ from .info import Info
 from .progress import progress
 from .request import Request
 from .runtime import run
+from .session import connect, connect_local
 from .window import Window
 
 __version__ = "0.1.0"
@@ -88,6 +89,8 @@ __all__ = [
     "TransportError",
     "Window",
     "WindowFreedError",
+    "connect",
+    "connect_local",
     "progress",
     "run",
 ]

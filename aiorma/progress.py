@@ -16,7 +16,7 @@ from typing import Any
 
 from .engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
 from .engine.window_engine import WindowEngine
-from .errors import RmaFailure, TransportError
+from .errors import CommClosedError, RmaFailure, TransportError
 from .request import Request
 from .transport.base import Endpoint
 from .waiting import Waiter
@@ -229,9 +229,26 @@ class ProgressDriver:
             future.set_result(value)
 
     async def close(self) -> None:
+        """Collective (the endpoint frees what it created on every rank).  A Request still
+        pending fails with :class:`CommClosedError`, and so does every later call."""
+        closed = CommClosedError("the Comm was closed while this Request was pending")
+        futures, self._futures = self._futures, {}
+        for future, _value in futures.values():
+            if not future.done():
+                future.set_exception(closed)
+        self.waiter.fail_sources(closed)
         self.engines.clear()
         await self.waiter.stop()
         await self.endpoint.close()
+
+    async def abandon(self) -> None:
+        """Stop this rank's progress without anything collective, after a failure: pending
+        Requests fail with :class:`TransportError`, the waiter stops, the endpoint closes its
+        threads and sockets (its MPI objects are left for ``MPI_Finalize``)."""
+        self.fail(lambda: TransportError("aiorma was left by an exception while this was pending"))
+        self.engines.clear()
+        await self.waiter.stop()
+        self.endpoint.abandon()
 
 
 def progress() -> None:

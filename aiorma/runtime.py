@@ -1,4 +1,7 @@
-"""aiorma.run: start ranks on a transport and run the application's ``main(comm)`` on each."""
+"""aiorma.run: start ranks on a transport and run the application's ``main(comm)`` on each.
+
+A thin wrapper over :mod:`aiorma.connect` for programs that aiorma starts (it owns the loop).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ from typing import Any, TypeVar
 
 import anyio
 
-from . import trace as _trace
 from .comm import Comm
 from .errors import PeerFailed
+from .session import comm_session, connect
 from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
 T = TypeVar("T")
@@ -67,14 +70,11 @@ async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork)
     later calls raise :class:`~aiorma.PeerFailed`); ranks still running after
     :data:`FAILURE_GRACE` seconds are cancelled, and the first rank's exception is raised.
     Cancelling the caller cancels every rank."""
-    comms = [Comm(endpoint) for endpoint in network.endpoints]
-    await asyncio.gather(*(comm._start() for comm in comms))
-    recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
-    results: list[Any] = [None] * len(comms)
-    failures: list[BaseException] = []  # what failed ranks ended with, in the order they ended
-    running = len(comms)
+    async with comm_session(network.endpoints, per_rank_trace=False) as comms:
+        results: list[Any] = [None] * len(comms)
+        failures: list[BaseException] = []  # what failed ranks ended with, in the order they ended
+        running = len(comms)
 
-    try:
         async with anyio.create_task_group() as group:
             scope = group.cancel_scope
 
@@ -82,7 +82,6 @@ async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork)
                 nonlocal running
                 try:
                     results[comm.rank] = await main(comm, *args)
-                    await comm._close()
                 except BaseException as exc:  # SystemExit too: it is raised from here, at the end
                     if scope.cancel_called and isinstance(exc, asyncio.CancelledError):
                         raise  # the caller cancelled run_ranks, or the grace period ran out
@@ -97,10 +96,8 @@ async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork)
 
             for comm in comms:
                 group.start_soon(rank_main, comm, name=f"rank {comm.rank}")
-    finally:
-        _trace.flush(recorders, per_rank=False)
-    if failures:
-        raise failures[0]
+        if failures:
+            raise failures[0]  # leaving the session by an exception: no collective close
     return results
 
 
@@ -153,24 +150,15 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
-    from mpi4py import MPI
-
-    from .transport.mpi import MpiEndpoint
+    from mpi4py import MPI  # here, not at import: a local-only program must not start MPI
 
     world = MPI.COMM_WORLD
     if nprocs is not None and nprocs != world.Get_size():
         raise ValueError(f"nprocs={nprocs}, but mpiexec started {world.Get_size()} ranks")
 
     async def rank_main() -> T:
-        comm = Comm(MpiEndpoint(world))
-        await comm._start()
-        recorders = _trace.attach_all([comm])
-        try:
-            result = await main(comm, *args)
-            await comm._close()
-        finally:
-            _trace.flush(recorders, per_rank=True)
-        return result
+        async with connect(world) as comm:
+            return await main(comm, *args)
 
     try:
         return asyncio.run(rank_main())

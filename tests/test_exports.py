@@ -7,7 +7,7 @@ from aiorma import constants, errors
 
 PUBLIC = {
     # entry points and objects
-    "run", "progress", "Comm", "Window", "Request", "Info",
+    "run", "connect", "connect_local", "progress", "Comm", "Window", "Request", "Info",
     # assertions
     "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT", "MODE_NOPRECEDE", "MODE_NOSUCCEED",
     # ops

@@ -159,7 +159,12 @@ class Endpoint(Protocol):
     def poll_need(self) -> PollNeed:
         """What must happen between polls for progress to be made (see :class:`PollNeed`)."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Collective: free every window left open and whatever start-up created; idempotent."""
+
+    def abandon(self) -> None:
+        """Local, after a failure (peers may not be closing): stop threads, close sockets; leave
+        collective objects (MPI windows, communicators) to the library's finalisation."""
 
 
 class map_transport_errors:

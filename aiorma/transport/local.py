@@ -318,6 +318,9 @@ class LocalEndpoint:
     async def close(self) -> None:
         return None
 
+    def abandon(self) -> None:
+        return None
+
     def _op_done(self, win_id: int, token: int) -> None:
         if self.sink is not None:
             self.sink.op_completed(win_id, token)

@@ -583,13 +583,31 @@ class MpiEndpoint:
                 self._doorbell.sendto(b"", address)  # type: ignore[union-attr]
 
     async def close(self) -> None:
-        """Collective.  Free the duplicate communicators and stop the workers; idempotent."""
+        """Collective.  Free the windows still open (every rank has the same ones: creation and
+        free are collective), the presence window and the duplicate communicators; stop the
+        workers and close the doorbell.  Idempotent."""
         if self._closed:
             return
         self._closed = True
+        windows = [self._windows.pop(win_id) for win_id in sorted(self._windows)]
+        pending = [request for ops in self._pending.values() for _token, request, _keep in ops]
+        pending += [request for _w, _t, request, _buffer in self._fetches]
+        pending += [request for request, _buffer in self._writes]
+        self._pending.clear()
+        self._fetches.clear()
+        self._writes.clear()
 
         def free() -> None:
             with map_transport_errors("close"):
+                # Our own operations complete as the peers unlock in this same collective.
+                MPI.Request.Waitall(pending)
+                for window in windows:
+                    window.win.Unlock_all()
+                    window.ctrl.Unlock_all()
+                    window.win.Free()
+                    window.ctrl.Free()
+                    if window.owns_datatype:
+                        window.datatype.Free()
                 self._presence_win.Unlock_all()
                 self._presence_win.Free()
                 self._probe_comm.Free()
@@ -598,10 +616,18 @@ class MpiEndpoint:
         try:
             await self._collective(free)
         finally:
-            self._collectives.shutdown()
-            self._blocking.shutdown()
-            if self._doorbell is not None:
-                self._doorbell.close()
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Stop the workers (a collective stuck in one is left to finish on its own) and close
+        the doorbell; the MPI objects are left for ``MPI_Finalize``."""
+        self._closed = True
+        self._collectives.shutdown(wait=False, cancel_futures=True)
+        self._blocking.shutdown(wait=False, cancel_futures=True)
+        self._bells = [None] * self.size  # nothing rings any more
+        if self._doorbell is not None:
+            self._doorbell.close()
+            self._doorbell = None
 
 
 def _open_doorbells(

@@ -1,0 +1,164 @@
+"""Open aiorma inside the caller's running event loop: ``connect`` (MPI) and ``connect_local``.
+
+``async with aiorma.connect(mpi_comm) as comm`` is how a program that already exists — an asyncio
+service, an mpi4py code with its own communicators — adopts aiorma for as long as it needs it.
+:func:`aiorma.run` is a thin wrapper over these two for programs that aiorma starts.
+
+Life of a connection:
+
+* entering: MPI start-up of the transport (collective over ``mpi_comm``; it runs in a worker
+  thread, so the caller's other tasks keep running while late peers arrive), then the Comm's own
+  windows (its sync window and the collectives' windows);
+* the block: windows, epochs and collectives, progressed by the caller's loop;
+* leaving normally: collective — every rank leaves the block.  Windows still open are freed, the
+  Comm's own windows too, the duplicated communicators are freed, the worker threads and the
+  doorbell socket are closed; a Request still pending then fails with
+  :class:`~aiorma.CommClosedError`, and later calls raise it;
+* leaving by an exception (or cancellation): nothing collective is attempted, because the peers
+  may not be leaving.  Pending Requests fail with :class:`~aiorma.TransportError`, threads and
+  sockets are closed, and the MPI objects are left for ``MPI_Finalize``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from . import trace as _trace
+from .comm import Comm
+from .errors import RmaTypeError, RmaUsageError
+from .transport.base import Endpoint
+from .transport.local import LocalNetwork, NoticeDelay, OpDelay
+
+if TYPE_CHECKING:  # mpi4py is imported only when MPI is used: importing it initialises MPI
+    from mpi4py import MPI
+
+#: Communicators with an open :func:`connect` in this process (compared by handle).
+_connected: list[MPI.Intracomm] = []
+
+
+def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncContextManager[Comm]:
+    """``async with connect(mpi_comm) as comm:`` — aiorma on the ranks of ``mpi_comm``.
+
+    ``mpi_comm`` is any mpi4py intracommunicator (default ``MPI.COMM_WORLD``): a ``Split`` or
+    ``Dup`` result works as well; ``comm.rank`` and ``comm.size`` are this rank's place in it.
+    Entering and leaving are collective over ``mpi_comm``: every rank of it enters, and every rank
+    leaves, in the same order as its other collectives.  aiorma works on duplicates of
+    ``mpi_comm``, so its traffic never matches the caller's own messages or collectives.
+
+    Checked at the call, before anything collective: MPI must be initialised (with
+    ``MPI_THREAD_MULTIPLE``, mpi4py's default) and not finalised; ``mpi_comm`` must be an
+    intracommunicator (``Merge`` an intercommunicator first) without another open ``connect`` in
+    this process (a ``Dup`` of it is a different communicator and may be connected at the same
+    time).  Each raises :class:`~aiorma.RmaUsageError` (:class:`~aiorma.RmaTypeError` for a value
+    that is no communicator).
+    """
+    from mpi4py import MPI  # here, not at import: a local-only program must not start MPI
+
+    if mpi_comm is None:
+        mpi_comm = MPI.COMM_WORLD
+    if not isinstance(mpi_comm, MPI.Comm):
+        raise RmaTypeError(f"connect needs an mpi4py communicator, not {type(mpi_comm).__name__}")
+    if MPI.Is_finalized():
+        raise RmaUsageError("connect: MPI is already finalized")
+    if not MPI.Is_initialized():
+        raise RmaUsageError(
+            "connect: MPI is not initialised (mpi4py.rc.initialize is False); call MPI.Init_thread() "
+            "with MPI.THREAD_MULTIPLE first"
+        )
+    if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        raise RmaUsageError(
+            "connect: aiorma needs MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default; "
+            "do not lower mpi4py.rc.thread_level)"
+        )
+    if mpi_comm == MPI.COMM_NULL:
+        raise RmaUsageError("connect: the communicator is MPI.COMM_NULL (a rank outside a Split?)")
+    if mpi_comm.Is_inter():
+        raise RmaUsageError("connect: an intercommunicator; Merge() it into an intracommunicator first")
+    _check_not_connected(mpi_comm)
+    return _mpi_connection(mpi_comm)
+
+
+def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
+    if any(mpi_comm == open_comm for open_comm in _connected):
+        raise RmaUsageError(
+            "connect: this communicator already has an open aiorma.connect in this process; "
+            "use that Comm, or connect a Dup() of the communicator"
+        )
+
+
+@contextlib.asynccontextmanager
+async def _mpi_connection(mpi_comm: MPI.Intracomm) -> AsyncIterator[Comm]:
+    from .transport.mpi import MpiEndpoint
+
+    _check_not_connected(mpi_comm)  # again: another task may have entered since the call
+    _connected.append(mpi_comm)
+    try:
+        endpoint = await _in_thread(MpiEndpoint, mpi_comm)
+        async with comm_session([endpoint], per_rank_trace=True) as (comm,):
+            yield comm
+    finally:
+        _connected.remove(mpi_comm)
+
+
+def connect_local(
+    nprocs: int, *, notice_delay: NoticeDelay | None = None, op_delay: OpDelay | None = None
+) -> contextlib.AbstractAsyncContextManager[list[Comm]]:
+    """``async with connect_local(n) as comms:`` — ``n`` ranks of the in-process transport inside
+    the running loop, for tests and notebooks; ``comms[r]`` is rank ``r``.
+
+    Run each rank's code as a task (``asyncio.gather(*(main(c) for c in comms))`` or a task
+    group); leaving the block is every rank leaving (see the module docstring).  Unlike
+    :func:`aiorma.run`, a rank's exception does not fail its peers here: the caller owns the tasks.
+    ``notice_delay`` and ``op_delay`` inject delays (see :mod:`aiorma.transport.local`).
+    """
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise RmaUsageError(f"connect_local needs a positive number of ranks, not {nprocs!r}")
+    network = LocalNetwork(nprocs, notice_delay=notice_delay, op_delay=op_delay)
+    return comm_session(network.endpoints, per_rank_trace=False)
+
+
+@contextlib.asynccontextmanager
+async def comm_session(endpoints: list[Endpoint], *, per_rank_trace: bool) -> AsyncIterator[list[Comm]]:
+    """Comms on ``endpoints`` (this process's ranks), started, traced when tracing is configured,
+    and closed on the way out: collectively after a normal exit, locally after an exception."""
+    comms = [Comm(endpoint) for endpoint in endpoints]
+    try:
+        await asyncio.gather(*(comm._start() for comm in comms))
+    except BaseException:
+        await _abandon(comms)
+        raise
+    recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
+    try:
+        try:
+            yield comms
+        except BaseException:
+            await _abandon(comms)
+            raise
+        await asyncio.gather(*(comm._close() for comm in comms))
+    finally:
+        _trace.flush(recorders, per_rank=per_rank_trace)
+
+
+async def _abandon(comms: list[Comm]) -> None:
+    """Stop the ranks' progress without anything collective (the peers may not be leaving)."""
+    for comm in comms:
+        await comm._driver.abandon()
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread.  MPI start-up is collective: if the caller is cancelled
+    while peers are late, the thread still finishes it, and its endpoint is then abandoned."""
+    future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+
+        def abandon(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                done.result().abandon()
+
+        future.add_done_callback(abandon)
+        raise
