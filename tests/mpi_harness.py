@@ -5,17 +5,20 @@ MPICH's hydra starts more ranks than cores without extra flags.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from aiorma.bench._launch import locate_mpiexec, mpiexec_command
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["REPO_ROOT", "locate_mpiexec", "run_mpi"]
+__all__ = ["REPO_ROOT", "locate_mpiexec", "run_mpi", "run_mpi_json", "write_rank_result"]
 
 
 def run_mpi(
@@ -57,3 +60,30 @@ def run_mpi(
             f"--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
         )
     return result
+
+
+#: Environment variable naming the directory where a script run by :func:`run_mpi_json` writes
+#: its per-rank result (see :func:`write_rank_result`).
+RESULTS_DIR = "AIORMA_TEST_RESULTS"
+
+
+def run_mpi_json(
+    script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
+) -> list[Any]:
+    """:func:`run_mpi`, then each rank's result as written by :func:`write_rank_result`, in rank
+    order (mpiexec interleaves the ranks' stdout, so results travel in files, not in text)."""
+    with tempfile.TemporaryDirectory() as results:
+        os.environ[RESULTS_DIR] = results
+        try:
+            proc = run_mpi(script, nprocs, *args, timeout=timeout, emulate_nodes=emulate_nodes)
+        finally:
+            del os.environ[RESULTS_DIR]
+        found = sorted(Path(results).glob("rank*.json"), key=lambda p: int(p.stem[4:]))
+        assert len(found) == nprocs, f"{len(found)}/{nprocs} ranks wrote a result\n{proc.stdout}{proc.stderr}"
+        return [json.loads(p.read_text()) for p in found]
+
+
+def write_rank_result(rank: int, result: Any) -> None:
+    """In a script run by :func:`run_mpi_json`: this rank's JSON-serialisable result."""
+    path = Path(os.environ[RESULTS_DIR]) / f"rank{rank}.json"
+    path.write_text(json.dumps(result))
