@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -231,3 +232,16 @@ def test_bench_lu_driver(tmp_path: Path) -> None:
     assert document["results"]["2"]["residual"] <= 1e-12
     assert "nonblocking/blocking total_s" in document["ratios"]["2"]
     assert (tmp_path / "lu_times.png").stat().st_size > 0
+
+
+@pytest.mark.mpi
+def test_service_embeds_aiorma_on_even_ranks() -> None:
+    """examples/service.py: asyncio.run, a heartbeat, aiorma.connect on a Split of the even ranks
+    while the odd ranks use plain mpi4py; every rank checks its own part."""
+    result = run_mpi(EXAMPLES / "service.py", 4, "--rounds", "10", timeout=90)
+    # mpiexec may join the ranks' lines: find each rank's report in the whole text.
+    reports = dict(re.findall(r"rank (\d): (aiorma on 2 even|mpi4py ring on 2 odd)", result.stdout))
+    assert reports == {"0": "aiorma on 2 even", "1": "mpi4py ring on 2 odd",
+                       "2": "aiorma on 2 even", "3": "mpi4py ring on 2 odd"}, result.stdout
+    assert result.stdout.count("every slot = 30, as expected") == 2
+    assert result.stdout.count("token 10, sum 20") == 2
