@@ -10,16 +10,14 @@ from typing import Any
 import numpy as np
 
 from .collectives.api import Collectives
-from .constants import MODE_NOSUCCEED, Op
+from .constants import Op
 from .engine.actions import EpochEvent
-from .engine.control import ControlLayout
-from .engine.window_engine import WindowEngine
-from .errors import CommClosedError, EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
+from .errors import EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
-from .progress import ProgressDriver
 from .request import Request
 from .transport.base import Endpoint
 from .window import Window
+from .world import World
 
 
 def _physical_memory() -> int | None:
@@ -34,24 +32,44 @@ class Comm:
     """A rank's view of its group: ``rank``, ``size``, window creation and collectives.
 
     Window creation and ``free`` are collective: every rank makes the same calls in the same order,
-    as in MPI.  Obtain a Comm from :func:`aiorma.run`.
+    as in MPI.  Obtain a Comm from :func:`aiorma.connect` (or :func:`aiorma.run`).
     """
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._driver = ProgressDriver(endpoint, getattr(endpoint, "ranks_on_node", 1))
-        self.rank = endpoint.rank
-        self.size = endpoint.size
-        self._next_win_id = 1
+        #: This rank's place in the group: progress, window creation (the layer below).
+        self.world = World(endpoint)
+        self.rank = self.world.rank
+        self.size = self.world.size
         # A creation whose waiter was cancelled: (the call, its still running task); see
         # _collective_window.
         self._unclaimed: tuple[tuple[object, ...], asyncio.Future[Window]] | None = None
-        self._sync_window: Window | None = None
         self._collectives: Collectives | None = None
-        self.history = False  # keep epoch events in new windows' engines (tests)
-        #: Called as ``observer(win_id, event)`` for every epoch event of windows created after it
-        #: is set (tracing); it runs inside engine calls and must not call aiorma.
-        self.observer: Callable[[int, EpochEvent], None] | None = None
+
+    @property
+    def history(self) -> bool:
+        """Keep epoch events in new windows' engines (tests)."""
+        return self.world.history
+
+    @history.setter
+    def history(self, keep: bool) -> None:
+        self.world.history = keep
+
+    @property
+    def observer(self) -> Callable[[int, EpochEvent], None] | None:
+        """Called as ``observer(win_id, event)`` for every epoch event of windows created after
+        it is set (tracing); it runs inside engine calls and must not call aiorma."""
+        return self.world.observer
+
+    @observer.setter
+    def observer(self, observer: Callable[[int, EpochEvent], None] | None) -> None:
+        self.world.observer = observer
+
+    @property
+    def collectives(self) -> Collectives:
+        """The collectives' state on this rank (landing windows, cost model, queue)."""
+        if self._collectives is None:
+            raise RmaUsageError("this Comm is not started; obtain it from aiorma.connect or aiorma.run")
+        return self._collectives
 
     async def win_create(self, buf: np.ndarray, info: Info | Mapping[str, object] | None = None) -> Window:
         """Expose the caller's array ``buf`` (any shape, C-contiguous, writeable).  ``disp``
@@ -63,7 +81,8 @@ class Comm:
             raise RmaTypeError("win_create needs a writeable, C-contiguous array")
         info = as_info(info)
         call = ("win_create", id(buf), info)
-        return await self._collective_window(call, lambda: self._create(buf, buf.size, buf.dtype, info))
+        create = self.world.create_window
+        return await self._collective_window(call, lambda: create(buf, buf.size, buf.dtype, info))
 
     async def win_allocate(
         self,
@@ -95,7 +114,7 @@ class Comm:
             )
         info = as_info(info)
         call = ("win_allocate", count, dtype, info)
-        return await self._collective_window(call, lambda: self._create(None, count, dtype, info))
+        return await self._collective_window(call, lambda: self.world.create_window(None, count, dtype, info))
 
     async def _collective_window(
         self, call: tuple[object, ...], create: Callable[[], Coroutine[Any, Any, Window]]
@@ -128,41 +147,7 @@ class Comm:
             raise
 
     def _check_open(self) -> None:
-        # _close frees the Comm's own window and drops every engine from the driver.
-        sync = self._sync_window
-        if sync is not None and self._driver.engines.get(sync.win_id) is not sync.engine:
-            raise CommClosedError("this Comm is closed (its aiorma.run returned)")
-
-    async def _create(
-        self,
-        buf: np.ndarray | None,
-        count: int,
-        dtype: np.dtype,
-        info: Info,
-        *,
-        win_id: int | None = None,
-        notify: bool = False,
-    ) -> Window:
-        if win_id is None:  # internal windows (the collectives' landing windows) bring their own id
-            win_id = self._next_win_id
-            self._next_win_id += 1
-        observer = self.observer
-        # The control region exists on every rank before any engine acts: window creation is
-        # collective and zeroes it, so a faster peer's writes cannot be lost.
-        words = ControlLayout(self.size).words
-        layout = await self._endpoint.create_window(win_id, buf, count, dtype, words, notify=notify)
-        engine = WindowEngine(
-            win_id,
-            self.rank,
-            self.size,
-            info,
-            control=layout.control,
-            history=self.history,
-            observer=(lambda event: observer(win_id, event)) if observer is not None else None,
-        )
-        self._driver.add_engine(engine)
-        engine.control_changed()  # a faster peer may have written already
-        return Window(self, engine, layout.memory, layout.counts)
+        self.world.check_open()
 
     # ------------------------------------------------------------------ collectives
     #
@@ -177,7 +162,7 @@ class Comm:
         """Completes once every rank has called barrier (as many times).  ``algorithm``:
         ``"nway"`` (n-way dissemination, ``n`` from the cost model unless given),
         ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal window)."""
-        return self._collectives_state().barrier(algorithm=algorithm, n=n)
+        return self.collectives.barrier(algorithm=algorithm, n=n)
 
     def bcast(
         self,
@@ -193,7 +178,7 @@ class Comm:
         """Copy ``buf`` of ``root`` into ``buf`` everywhere.  ``algorithm``: ``"binomial"``,
         ``"knomial"`` (``k``), ``"scatter_allgather"``, ``"tree"`` (``tree={rank: [children]}``
         or ``topology=`` an :class:`aiorma.collectives.topology.Topology`), ``"hierarchical"``."""
-        return self._collectives_state().bcast(
+        return self.collectives.bcast(
             buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes
         )
 
@@ -208,7 +193,7 @@ class Comm:
         nodes: Sequence[object] | None = None,
     ) -> Request:
         """``recv`` at ``root`` = every rank's ``send`` combined with ``op`` in rank order."""
-        return self._collectives_state().reduce(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+        return self.collectives.reduce(send, recv, op, root, algorithm=algorithm, nodes=nodes)
 
     def allreduce(
         self,
@@ -220,7 +205,7 @@ class Comm:
         nodes: Sequence[object] | None = None,
     ) -> Request:
         """``recv`` everywhere = every rank's ``send`` combined with ``op`` in rank order."""
-        return self._collectives_state().allreduce(send, recv, op, algorithm=algorithm, nodes=nodes)
+        return self.collectives.allreduce(send, recv, op, algorithm=algorithm, nodes=nodes)
 
     def allgather(
         self,
@@ -231,42 +216,33 @@ class Comm:
         nodes: Sequence[object] | None = None,
     ) -> Request:
         """Block ``i`` of ``recv`` (``size`` blocks of ``send.size``) = rank ``i``'s ``send``."""
-        return self._collectives_state().allgather(send, recv, algorithm=algorithm, nodes=nodes)
+        return self.collectives.allgather(send, recv, algorithm=algorithm, nodes=nodes)
 
     def gather(
         self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
     ) -> Request:
         """Block ``i`` of ``recv`` at ``root`` = rank ``i``'s ``send``."""
-        return self._collectives_state().gather(send, recv, root, algorithm=algorithm)
+        return self.collectives.gather(send, recv, root, algorithm=algorithm)
 
     def scatter(
         self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
     ) -> Request:
         """``recv`` on rank ``i`` = block ``i`` of ``send`` at ``root``."""
-        return self._collectives_state().scatter(send, recv, root, algorithm=algorithm)
+        return self.collectives.scatter(send, recv, root, algorithm=algorithm)
 
     def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
         """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``."""
-        return self._collectives_state().alltoall(send, recv, algorithm=algorithm)
-
-    def _collectives_state(self) -> Collectives:
-        if self._collectives is None:
-            raise RmaUsageError("this Comm is not started (or already closed); obtain it from aiorma.run()")
-        return self._collectives
+        return self.collectives.alltoall(send, recv, algorithm=algorithm)
 
     async def _start(self) -> None:
-        self._sync_window = await self.win_allocate(0, np.uint8)
-        self._sync_window.fence()
-        self._collectives = await Collectives.start(self)
+        await self.world.start()
+        self._collectives = await Collectives.start(self.world)
 
     async def _close(self) -> None:
         if self._collectives is not None:
             collectives, self._collectives = self._collectives, None
             await collectives.close()
-        if self._sync_window is not None and not self._sync_window.freed:
-            await self._sync_window.fence(MODE_NOSUCCEED)
-            await self._sync_window.free()
-        await self._driver.close()
+        await self.world.close()
 
     def __repr__(self) -> str:
         return f"<Comm rank {self.rank} of {self.size}>"

@@ -128,20 +128,8 @@ def _fail_peers(comms: list[Comm], network: LocalNetwork, rank: int, cause: Base
 def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
     """Fail one rank's Requests (each its own PeerFailed: an exception object raised in many
     places would gather every traceback), its later window calls, and its collectives."""
-    failed = comm._driver.fail(error)
-    collectives = comm._collectives
-    if collectives is not None:
-        runner = collectives.runner
-        if runner.failure is None:
-            runner.failure = error()  # later collectives get a failed Request at once
-        while runner._queue:  # queued behind the running one: they would wait on a failed stream
-            _factory, queued = runner._queue.popleft()
-            if not queued.done():
-                queued.set_exception(error())
-                failed.append(queued)
-        watcher = collectives.landing.watcher
-        failed.extend(future for _index, _value, future in watcher._waits)
-        watcher.fail(error())  # the running collective's flag waits
+    failed: list[asyncio.Future[Any]] = comm.world.driver.fail(error)
+    failed.extend(comm.collectives.fail(error))
     for future in failed:
         # Many of these are internal (a landing flush, an epoch nobody awaits): the original
         # exception propagates from run(), so an unawaited one is not worth a log line at exit.

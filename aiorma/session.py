@@ -145,7 +145,7 @@ async def comm_session(endpoints: list[Endpoint], *, per_rank_trace: bool) -> As
 async def _abandon(comms: list[Comm]) -> None:
     """Stop the ranks' progress without anything collective (the peers may not be leaving)."""
     for comm in comms:
-        await comm._driver.abandon()
+        await comm.world.abandon()
 
 
 async def _in_thread(fn: Any, *args: Any) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,11 +19,9 @@ from .constants import LOCK_EXCLUSIVE, LockType, Op
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_op_dtype
+from .progress import ProgressDriver
 from .request import Request
-from .transport.base import RmaKind, RmaOp
-
-if TYPE_CHECKING:
-    from .comm import Comm
+from .transport.base import Endpoint, RmaKind, RmaOp
 
 
 class Window:
@@ -37,13 +35,14 @@ class Window:
 
     def __init__(
         self,
-        comm: Comm,
+        driver: ProgressDriver,
+        endpoint: Endpoint,
         engine: WindowEngine,
         memory: np.ndarray,
         counts: tuple[int, ...],
     ) -> None:
-        self._comm = comm
-        self._driver = comm._driver
+        self._driver = driver
+        self._endpoint = endpoint
         self._engine = engine
         self._memory = memory
         self.counts = counts  #: elements exposed by each rank
@@ -239,7 +238,7 @@ class Window:
 
     async def _finish_free(self, engine_done: asyncio.Future[Any]) -> None:
         await engine_done
-        copy = await self._comm._endpoint.free_window(self.win_id)
+        copy = await self._endpoint.free_window(self.win_id)
         if copy is not None:
             self._memory = copy
         self._driver.remove_engine(self.win_id)

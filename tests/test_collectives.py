@@ -82,7 +82,7 @@ def test_calls_return_requests_and_start_inside_the_call() -> None:
         comms[comm.rank] = comm
         await asyncio.sleep(0.01)  # both ranks registered
         if comm.rank == 0:
-            peer = comms[1]._collectives_state().landing
+            peer = comms[1].collectives.landing
             before = int(peer.watcher._memory[peer.SIG + 0])
             request = comm.barrier(algorithm="dissemination")
             assert isinstance(request, aiorma.Request) and not asyncio.iscoroutine(request)
@@ -99,7 +99,7 @@ def test_calls_return_requests_and_start_inside_the_call() -> None:
 @pytest.mark.timeout(60)
 def test_algorithm_selection_is_recorded_and_overridable() -> None:
     async def main(comm: aiorma.Comm) -> list[str]:
-        state = comm._collectives_state()
+        state = comm.collectives
         out = np.zeros(4)
         await comm.allreduce(np.ones(4), out)
         await comm.allreduce(np.ones(4), out, algorithm="ring")
@@ -126,7 +126,7 @@ def test_failed_collective_breaks_only_later_collectives() -> None:
     (the ranks' message counts no longer match); it never hangs."""
 
     async def main(comm: aiorma.Comm) -> tuple[str, str]:
-        state = comm._collectives_state()
+        state = comm.collectives
 
         async def boom() -> None:
             raise ValueError("inside the collective")

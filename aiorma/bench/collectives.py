@@ -153,7 +153,7 @@ async def _rank_main(comm: Any, args: argparse.Namespace) -> None:
                     "aiorma_us": t_aio * 1e6,
                     "ratio": t_aio / t_mpi,
                     "iters": [iters_mpi, iters_aio],
-                    "algorithm": (comm._collectives_state().trace or [""])[-1],
+                    "algorithm": (comm.collectives.trace or [""])[-1],
                 }
                 rows.append(row)
                 print(

@@ -15,9 +15,9 @@ machinery (docs/collectives.md explains it):
 
 from __future__ import annotations
 
-from .api import Collectives
+from .api import Collectives, calibrate
 from .landing import DEFAULT_CONFIG, LandingConfig
-from .model import LogGP, calibrate
+from .model import LogGP
 from .runner import CollectiveStreamBroken
 
 __all__ = ["DEFAULT_CONFIG", "CollectiveStreamBroken", "Collectives", "LandingConfig", "LogGP", "calibrate"]

@@ -8,20 +8,23 @@ starts (see :mod:`.select`), so that every rank chooses from the same state.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import socket
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..constants import Op
 from ..errors import RmaTypeError, RmaUsageError
 from ..request import Request
+from ..world import World
 from . import select
 from . import validate as check
 from .barrier import nway_barrier
 from .bcast import hierarchical_bcast, knomial_bcast, scatter_allgather_bcast, tree_bcast
+from .calibration import PINGS, measure
 from .gather import (
     binomial_gather,
     binomial_scatter,
@@ -48,9 +51,6 @@ from .reduce_ops import is_commutative
 from .runner import SerialRunner
 from .schedules import check_tree, node_groups, tree_parent_children
 
-if TYPE_CHECKING:
-    from ..comm import Comm
-
 Groups = list[list[int]]
 
 
@@ -62,10 +62,10 @@ class Collectives:
     """The collective state of one rank of a Comm: landing windows, cost model, job queue, and
     the node map once discovered."""
 
-    def __init__(self, comm: Comm, landing: Landing) -> None:
-        self.comm = comm
-        self.rank = comm.rank
-        self.size = comm.size
+    def __init__(self, world: World, landing: Landing) -> None:
+        self.world = world
+        self.rank = world.rank
+        self.size = world.size
         self.landing = landing
         #: Cost-model parameters used to choose algorithms (identical on every rank).
         self.model: LogGP = DEFAULT_MPI if landing.polling else DEFAULT_LOCAL
@@ -76,14 +76,36 @@ class Collectives:
         self.trace: list[str] = []
 
     @classmethod
-    async def start(cls, comm: Comm, config: LandingConfig | None = None) -> Collectives:
+    async def start(cls, world: World, config: LandingConfig | None = None) -> Collectives:
         """Collective: create the landing windows."""
-        return cls(comm, await Landing.open(comm, config))
+        return cls(world, await Landing.open(world, config))
 
     async def close(self) -> None:
         """Collective: finish every queued collective, then free the landing windows."""
         await self.runner.drain()
         await self.landing.close()
+
+    def fail(self, make_error: Callable[[], BaseException]) -> list[asyncio.Future[Any]]:
+        """Fail this rank's collectives for good (a peer failed): the queued ones and the running
+        one's flag waits get ``make_error()``, later ones a failed Request at once.  Returns the
+        futures it failed."""
+        failed = self.runner.fail(make_error)
+        failed.extend(self.landing.watcher.fail(make_error()))
+        return failed
+
+    def calibrate(self, pings: int = PINGS, big_bytes: int = 256 << 10, apply: bool = True) -> Request:
+        """Collective: measure the cost model on this transport (:mod:`.calibration`); with
+        ``apply`` the next collectives choose with it.  The Request's result is the LogGP."""
+
+        async def job() -> LogGP:
+            if self.size == 1:
+                return self.model
+            model = await measure(self.landing, pings, big_bytes)
+            if apply:
+                self.model = model
+            return model
+
+        return self.submit(job, "calibrate")
 
     def submit(self, job: Callable[[], Coroutine[Any, Any, Any]], description: str) -> Request:
         """Queue ``job`` (started now if nothing runs) and return its Request, which completes
@@ -135,9 +157,8 @@ class Collectives:
         if ways is not None and algo not in (None, "nway"):
             raise RmaUsageError(f"n= applies to the n-way barrier, not to {algo!r}")
         if algo == "fence":
-            sync = self.comm._sync_window
-            if sync is None:
-                raise RmaUsageError("this Comm is not started; obtain it from aiorma.run()")
+            sync = self.world.sync_window
+            assert sync is not None  # started before the Collectives
             return sync.fence()
 
         async def job() -> None:
@@ -450,3 +471,18 @@ def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int
         return build_bcast_tree(topology, root, range(size), nbytes=nbytes)
     except (ValueError, TypeError, AttributeError, IndexError) as exc:
         raise RmaUsageError(f"cannot build a broadcast tree from this topology: {exc}") from None
+
+
+class _HasCollectives(Protocol):
+    @property
+    def collectives(self) -> Collectives: ...
+
+
+def calibrate(
+    comm: _HasCollectives, *, pings: int = PINGS, big_bytes: int = 256 << 10, apply: bool = True
+) -> Request:
+    """Collective.  Measure the cost-model parameters on ``comm``'s transport (ping-pongs
+    between ranks 0 and 1 over the landing windows, rank 0's numbers broadcast, see
+    :mod:`.calibration`).  With ``apply`` (default) the Comm uses them from its next collective
+    on.  The Request's result is the :class:`LogGP`, identical on every rank."""
+    return comm.collectives.calibrate(pings, big_bytes, apply)

@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -53,14 +52,12 @@ import numpy as np
 from ..constants import MODE_NOCHECK, Op
 from ..info import Info
 from ..window import Window
+from ..world import World
 from .reduce_ops import reduce_into
 from .watcher import FlagWatcher, poke_all
 
-if TYPE_CHECKING:
-    from ..comm import Comm
-
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
-#: the application's windows stay as they were (``Comm._next_win_id`` counts from 1).
+#: the application's windows stay as they were (``World.create_window`` counts them from 1).
 FLAGS_WIN_ID = 0xFFFF_FF00
 DATA_WIN_ID = 0xFFFF_FF01
 
@@ -114,9 +111,9 @@ class _LongEpoch:
 class Landing:
     """One rank's side of the landing protocol: signals, chunked sends and receives."""
 
-    def __init__(self, comm: Comm, flags: Window, data: Window, slot_bytes: int, slots: int) -> None:
-        size = comm.size
-        self.rank = comm.rank
+    def __init__(self, world: World, flags: Window, data: Window, slot_bytes: int, slots: int) -> None:
+        size = world.size
+        self.rank = world.rank
         self.size = size
         self.slot_bytes = slot_bytes
         self.slots = slots
@@ -125,9 +122,9 @@ class Landing:
         self._data = _LongEpoch(data)
         self._flag_mem = flags.memory
         self._data_mem = data.memory
-        self._progress = comm._driver.progress
-        self.polling = comm._endpoint.polled
-        self.watcher = FlagWatcher(flags.memory, comm._driver.waiter)
+        self._progress = world.driver.progress
+        self.polling = world.polled
+        self.watcher = FlagWatcher(flags.memory, world.driver.waiter)
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -145,15 +142,15 @@ class Landing:
         self.failure: BaseException | None = None
 
     @classmethod
-    async def open(cls, comm: Comm, config: LandingConfig | None = None) -> Landing:
+    async def open(cls, world: World, config: LandingConfig | None = None) -> Landing:
         """Collective: create both landing windows and open their epochs."""
-        slot_bytes, slots = (config or DEFAULT_CONFIG).resolve(comm.size)
-        flags = await comm._create(
-            None, 3 * comm.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID, notify=True
+        slot_bytes, slots = (config or DEFAULT_CONFIG).resolve(world.size)
+        flags = await world.create_window(
+            None, 3 * world.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID, notify=True
         )
-        data_count = comm.size * slots * slot_bytes
-        data = await comm._create(None, data_count, np.dtype(np.uint8), Info(), win_id=DATA_WIN_ID)
-        landing = cls(comm, flags, data, slot_bytes, slots)
+        data_count = world.size * slots * slot_bytes
+        data = await world.create_window(None, data_count, np.dtype(np.uint8), Info(), win_id=DATA_WIN_ID)
+        landing = cls(world, flags, data, slot_bytes, slots)
         await landing._flags.opened
         await landing._data.opened
         return landing

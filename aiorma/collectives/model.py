@@ -24,21 +24,13 @@ result of the collective :func:`calibrate`, which rank 0 measures and broadcasts
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
-import statistics
-import time
-from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
-from ..request import Request
 from .schedules import largest_power_of_two, nway_distances
-
-if TYPE_CHECKING:
-    from ..comm import Comm
 
 
 @attrs.frozen(kw_only=True)
@@ -212,106 +204,3 @@ def gather_direct(p: LogGP, size: int, block: float) -> float:
 def gather_binomial(p: LogGP, size: int, block: float) -> float:
     depth = knomial_depth(size, 2)
     return depth * p.message(0) + (size - 1) * block * p.G
-
-
-# ---------------------------------------------------------------------- calibration
-
-_PINGS = 30
-
-
-def calibrate(comm: Comm, *, pings: int = _PINGS, big_bytes: int = 256 << 10, apply: bool = True) -> Request:
-    """Collective.  Measure the cost-model parameters on this Comm's transport with ping-pongs
-    between ranks 0 and 1 over the landing windows (the other ranks wait), then broadcast rank
-    0's numbers so every rank gets the same :class:`LogGP`.  With ``apply`` (default) the Comm
-    uses them from its next collective on.  The Request's result is the :class:`LogGP`.
-
-    * ``o``: time to issue one signal, from a burst of ``pings`` signals; ``g = o``.
-    * ``L``: half a signal round trip minus ``2·o`` (at least 0).
-    * ``d``: half a round trip of 8-byte data messages minus that of signals.
-    * ``G``: the extra half round trip of ``big_bytes`` messages, per byte.
-    * ``gamma``: rank 0's time per byte to sum two float64 buffers.
-    """
-    collectives = comm._collectives_state()
-    state = collectives
-
-    async def job() -> LogGP:
-        ch = state.landing
-        if comm.size == 1:
-            return state.model
-        values = np.zeros(6, np.float64)
-        if comm.rank in (0, 1):
-            values[:] = await _ping_pong(ch, comm.rank, pings, min(big_bytes, 64 * ch.slot_bytes))
-        # rank 0's numbers to everyone (a binomial tree over the landing windows)
-        from .bcast import knomial_bcast
-
-        await knomial_bcast(ch, values.view(np.uint8), list(range(comm.size)), 0, 2)
-        model = LogGP.from_array(values)
-        if apply:
-            state.model = model
-        return model
-
-    return collectives.submit(job, "calibrate")
-
-
-async def _ping_pong(ch: object, rank: int, pings: int, big: int) -> np.ndarray:
-    from .landing import Landing
-
-    assert isinstance(ch, Landing)
-    peer = 1 - rank
-
-    async def signals(rounds: int) -> float:
-        """Median half round trip of a signal."""
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            if rank == 0:
-                ch.signal(peer)
-                await ch.wait_signal(peer)
-            else:
-                await ch.wait_signal(peer)
-                ch.signal(peer)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times) / 2
-
-    async def data(rounds: int, nbytes: int) -> float:
-        """Median half round trip of an ``nbytes`` data message."""
-        buf = np.zeros(nbytes, np.uint8)
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            if rank == 0:
-                await ch.send(peer, buf)
-                await ch.recv(peer, buf)
-            else:
-                await ch.recv(peer, buf)
-                await ch.send(peer, buf)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times) / 2
-
-    await signals(5)  # warm-up
-    # overhead: a burst of signals from rank 0; rank 1 waits for all of them
-    start = time.perf_counter()
-    if rank == 0:
-        for _ in range(pings):
-            ch.signal(peer)
-    issue = (time.perf_counter() - start) / pings
-    if rank == 1:
-        for _ in range(pings):
-            await ch.wait_signal(peer)
-    await asyncio.sleep(0)
-    half_signal = await signals(pings)
-    half_small = await data(pings, 8)
-    half_big = await data(max(5, pings // 3), big)
-    o = issue
-    L = max(0.0, half_signal - 2 * o)
-    d = max(0.0, half_small - half_signal)
-    G = max(0.0, (half_big - half_small) / big)
-    a = np.random.default_rng(0).random(1 << 19)  # 4 MiB: beyond most caches, like large messages
-    b = a.copy()
-    sums = []
-    for _ in range(5):
-        start = time.perf_counter()
-        np.add(a, b, out=a)
-        sums.append(time.perf_counter() - start)
-    gamma = statistics.median(sums) / a.nbytes
-    return np.array([L, o, o, G, d, gamma])

@@ -115,6 +115,20 @@ class SerialRunner:
             return True
         return False
 
+    def fail(self, make_error: Callable[[], BaseException]) -> list[asyncio.Future[Any]]:
+        """A peer failed: every later collective gets a failed Request at once, and the queued
+        ones fail now (they would wait on a broken stream).  The running one fails through its
+        flag waits (:meth:`FlagWatcher.fail`).  Returns the futures it failed."""
+        if self.failure is None:
+            self.failure = make_error()
+        failed = []
+        while self._queue:
+            _factory, queued = self._queue.popleft()
+            if not queued.done():
+                queued.set_exception(make_error())
+                failed.append(queued)
+        return failed
+
     def _fail(self, exc: BaseException) -> None:
         """The current job failed: peers' counters no longer match ours, so fail every later job."""
         future, self._future = self._future, None

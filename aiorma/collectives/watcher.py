@@ -79,12 +79,13 @@ class FlagWatcher:
         self._waits = remaining
         return fired
 
-    def fail(self, exc: BaseException) -> None:
-        """Fail every pending wait (the Comm is closing or broken)."""
+    def fail(self, exc: BaseException) -> list[asyncio.Future[None]]:
+        """Fail every pending wait (the Comm is closing or broken); the futures it failed."""
         waits, self._waits = self._waits, []
-        for _index, _value, future in waits:
-            if not future.done():
-                future.set_exception(exc)
+        failed = [future for _index, _value, future in waits if not future.done()]
+        for future in failed:
+            future.set_exception(exc)
+        return failed
 
     def _guard_check(self) -> None:
         self._guard = None

@@ -89,7 +89,7 @@ def same(result: np.ndarray, expected: np.ndarray, what: str) -> None:
 
 def slot_bytes(comm: aiorma.Comm) -> int:
     """The landing slot size of this Comm (messages above it are chunked)."""
-    return comm._collectives_state().landing.slot_bytes
+    return comm.collectives.landing.slot_bytes
 
 
 def roots(size: int) -> list[int]:

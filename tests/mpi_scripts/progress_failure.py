@@ -20,7 +20,7 @@ from aiorma.errors import RmaFailure, TransportError
 
 async def main(comm: aiorma.Comm) -> None:
     win = await comm.win_allocate(4, np.int64)
-    endpoint = comm._endpoint
+    endpoint = comm.world.endpoint
     start = win.start([0])  # no post: it waits for its grant
     assert not start.done()
 
