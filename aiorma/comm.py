@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Concatenate, ParamSpec
 
 import numpy as np
 
 from .collectives.api import Collectives
-from .constants import Op
 from .engine.actions import EpochEvent
 from .errors import EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
@@ -26,6 +26,22 @@ def _physical_memory() -> int | None:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):
         return None
+
+
+P = ParamSpec("P")
+
+
+def _forward(
+    method: Callable[Concatenate[Collectives, P], Request],
+) -> Callable[Concatenate[Comm, P], Request]:
+    """``comm.<collective>(...)`` is ``comm.collectives.<collective>(...)``: same signature and
+    docstring (``functools.wraps``), one definition."""
+
+    @functools.wraps(method)
+    def call(comm: Comm, /, *args: P.args, **kwargs: P.kwargs) -> Request:
+        return method(comm.collectives, *args, **kwargs)
+
+    return call
 
 
 class Comm:
@@ -158,81 +174,15 @@ class Comm:
     # RmaUsageError for options) and change nothing.  ``algorithm=`` overrides the choice of the
     # LogGP model; ``nodes=`` (one node label per rank) enables the node-leader algorithms.
 
-    def barrier(self, *, algorithm: str | None = None, n: int | None = None) -> Request:
-        """Completes once every rank has called barrier (as many times).  ``algorithm``:
-        ``"nway"`` (n-way dissemination, ``n`` from the cost model unless given),
-        ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal window)."""
-        return self.collectives.barrier(algorithm=algorithm, n=n)
-
-    def bcast(
-        self,
-        buf: np.ndarray,
-        root: int = 0,
-        *,
-        algorithm: str | None = None,
-        k: int | None = None,
-        tree: Mapping[int, Sequence[int]] | None = None,
-        topology: object = None,
-        nodes: Sequence[object] | None = None,
-    ) -> Request:
-        """Copy ``buf`` of ``root`` into ``buf`` everywhere.  ``algorithm``: ``"binomial"``,
-        ``"knomial"`` (``k``), ``"scatter_allgather"``, ``"tree"`` (``tree={rank: [children]}``
-        or ``topology=`` an :class:`aiorma.collectives.topology.Topology`), ``"hierarchical"``."""
-        return self.collectives.bcast(
-            buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes
-        )
-
-    def reduce(
-        self,
-        send: np.ndarray,
-        recv: np.ndarray | None,
-        op: Op = Op.SUM,
-        root: int = 0,
-        *,
-        algorithm: str | None = None,
-        nodes: Sequence[object] | None = None,
-    ) -> Request:
-        """``recv`` at ``root`` = every rank's ``send`` combined with ``op`` in rank order."""
-        return self.collectives.reduce(send, recv, op, root, algorithm=algorithm, nodes=nodes)
-
-    def allreduce(
-        self,
-        send: np.ndarray,
-        recv: np.ndarray,
-        op: Op = Op.SUM,
-        *,
-        algorithm: str | None = None,
-        nodes: Sequence[object] | None = None,
-    ) -> Request:
-        """``recv`` everywhere = every rank's ``send`` combined with ``op`` in rank order."""
-        return self.collectives.allreduce(send, recv, op, algorithm=algorithm, nodes=nodes)
-
-    def allgather(
-        self,
-        send: np.ndarray,
-        recv: np.ndarray,
-        *,
-        algorithm: str | None = None,
-        nodes: Sequence[object] | None = None,
-    ) -> Request:
-        """Block ``i`` of ``recv`` (``size`` blocks of ``send.size``) = rank ``i``'s ``send``."""
-        return self.collectives.allgather(send, recv, algorithm=algorithm, nodes=nodes)
-
-    def gather(
-        self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
-    ) -> Request:
-        """Block ``i`` of ``recv`` at ``root`` = rank ``i``'s ``send``."""
-        return self.collectives.gather(send, recv, root, algorithm=algorithm)
-
-    def scatter(
-        self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
-    ) -> Request:
-        """``recv`` on rank ``i`` = block ``i`` of ``send`` at ``root``."""
-        return self.collectives.scatter(send, recv, root, algorithm=algorithm)
-
-    def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
-        """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``."""
-        return self.collectives.alltoall(send, recv, algorithm=algorithm)
+    # Each is defined once, on Collectives (signature, checks, docstring); the Comm forwards.
+    barrier = _forward(Collectives.barrier)
+    bcast = _forward(Collectives.bcast)
+    reduce = _forward(Collectives.reduce)
+    allreduce = _forward(Collectives.allreduce)
+    allgather = _forward(Collectives.allgather)
+    gather = _forward(Collectives.gather)
+    scatter = _forward(Collectives.scatter)
+    alltoall = _forward(Collectives.alltoall)
 
     async def _start(self) -> None:
         await self.world.start()
