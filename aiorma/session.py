@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
@@ -121,7 +121,7 @@ def connect_local(
 
 
 @contextlib.asynccontextmanager
-async def comm_session(endpoints: list[Endpoint], *, per_rank_trace: bool) -> AsyncIterator[list[Comm]]:
+async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -> AsyncIterator[list[Comm]]:
     """Comms on ``endpoints`` (this process's ranks), started, traced when tracing is configured,
     and closed on the way out: collectively after a normal exit, locally after an exception."""
     comms = [Comm(endpoint) for endpoint in endpoints]

@@ -59,7 +59,7 @@ class WaitSource(Protocol):
     def waiting(self) -> bool:
         """True while some wait is pending."""
 
-    def fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> object:
         """Fail every pending wait."""
 
 
