@@ -1,5 +1,5 @@
 """The simulated network, the topology-aware tree builder and the simulated collectives
-(aiorma.transport.simnet, aiorma.collectives.topology, aiorma.sim).  All on virtual time: no
+(aiorma.sim.network, aiorma.collectives.topology, aiorma.sim).  All on virtual time: no
 assertion here depends on wall-clock speed."""
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from aiorma.collectives.topology import (
     validate_tree,
 )
 from aiorma.sim import barrier, bcast_multicast, bcast_topology
-from aiorma.transport.base import RmaKind, RmaOp
-from aiorma.transport.simnet import (
+from aiorma.sim.network import (
     EventQueue,
     NetworkModel,
     NetworkParams,
@@ -41,6 +40,7 @@ from aiorma.transport.simnet import (
     run_simulated,
     run_virtual,
 )
+from aiorma.transport.base import RmaKind, RmaOp
 
 ROOT = Path(__file__).resolve().parents[1]
 

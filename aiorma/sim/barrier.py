@@ -26,9 +26,9 @@ import attrs
 import numpy as np
 
 from ..collectives.topology import Topology
-from ..transport.simnet import NetworkModel, NetworkParams, run_virtual
 from . import _report
 from .lite import LiteFabric, LiteWindow
+from .network import NetworkModel, NetworkParams, run_virtual
 
 FLAG_BYTES = 8  # one int64 sequence number per put
 

@@ -26,9 +26,9 @@ import attrs
 import numpy as np
 
 from ..collectives.topology import Topology
-from ..transport.simnet import NetworkModel, NetworkParams, run_virtual
 from . import _report
 from .lite import LiteFabric, LiteWindow
+from .network import NetworkModel, NetworkParams, run_virtual
 
 PAYLOAD_WORDS = 8  # 64-byte message, as in seed 002's small-message focus
 

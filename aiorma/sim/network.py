@@ -49,8 +49,9 @@ import numpy as np
 
 from ..collectives.topology import Topology
 from ..engine.control import AtomicOp
-from .base import RmaKind, RmaOp
-from .local import LocalNetwork
+from ..runtime import run_ranks
+from ..transport.base import RmaKind, RmaOp
+from ..transport.local import LocalNetwork
 
 T = TypeVar("T")
 
@@ -369,6 +370,5 @@ def run_simulated(main: Callable[..., Awaitable[T]], network: SimNetwork, *args:
     """Run ``main(comm, *args)`` on every rank of ``network`` (real aiorma ranks: Comm, windows,
     engine) on a virtual clock; return the values, one per rank.  Like ``aiorma.run(...,
     transport="local")``: if a rank raises, the others are cancelled and the error propagates."""
-    from ..runtime import run_ranks  # the transport layer must not import the API layer at module level
 
     return run_virtual(run_ranks(main, args, network))
