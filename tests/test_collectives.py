@@ -230,11 +230,25 @@ def test_model_picks_n_and_algorithms_deterministically() -> None:
     # when sends are nearly free, sending to many peers at once pays: fewer, wider rounds
     cheap_sends = LogGP(L=50e-6, o=0.1e-6, g=0.1e-6, G=1e-9)
     assert best_nway(cheap_sends, 64) > 1
-    assert select.allreduce(DEFAULT_MPI, 8, 8, aiorma.SUM, None) == "recursive_doubling"
-    assert select.allreduce(DEFAULT_MPI, 8, 4 << 20, aiorma.SUM, None) == "ring"
-    assert select.allreduce(DEFAULT_MPI, 8, 4 << 20, aiorma.REPLACE, None) == "recursive_doubling"
-    assert select.allreduce(DEFAULT_MPI, 8, 8, aiorma.SUM, [[0, 1], [2, 3, 4, 5, 6, 7]]) == "hierarchical"
-    assert select.allreduce(DEFAULT_MPI, 8, 8, aiorma.SUM, [list(range(8))]) == "recursive_doubling"
+
+    def allreduce(nbytes: int, commutative: bool, groups: list[list[int]] | None) -> str:
+        case = select.Case(8, nbytes, 0, commutative, select.useful_hierarchy(groups))
+        return select.choose("allreduce", DEFAULT_MPI, case)[0]
+
+    assert allreduce(8, True, None) == "recursive_doubling"
+    assert allreduce(4 << 20, True, None) == "ring"
+    assert allreduce(4 << 20, False, None) == "recursive_doubling"  # REPLACE: rank order matters
+    assert allreduce(8, True, [[0, 1], [2, 3, 4, 5, 6, 7]]) == "hierarchical"
+    assert allreduce(8, True, [list(range(8))]) == "recursive_doubling"
+    # the barrier's n is the model's best
+    assert select.choose("barrier", DEFAULT_MPI, select.Case(64)) == ("nway", best_nway(DEFAULT_MPI, 64))
+
+
+def test_every_algorithm_name_has_one_table_entry_with_a_schedule() -> None:
+    for collective, table in select.TABLES.items():
+        for name, algorithm in table.items():
+            assert algorithm.run is not None or (collective, name) == ("barrier", "fence")
+            assert algorithm.cost is not None or not algorithm.tune[1:], (collective, name)
 
 
 def test_landing_config_sizes() -> None:

@@ -22,31 +22,12 @@ from ..request import Request
 from ..world import World
 from . import select
 from . import validate as check
-from .barrier import nway_barrier
-from .bcast import hierarchical_bcast, knomial_bcast, scatter_allgather_bcast, tree_bcast
 from .calibration import PINGS, measure
 from .gather import (
-    binomial_gather,
-    binomial_scatter,
     bruck_allgather,
-    direct_alltoall,
-    direct_gather,
-    direct_scatter,
-    hierarchical_allgather,
-    pairwise_alltoall,
-    recursive_doubling_allgather,
-    ring_allgather,
 )
 from .landing import Landing, LandingConfig
 from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
-from .reduce import (
-    binomial_reduce,
-    hierarchical_allreduce,
-    hierarchical_reduce,
-    recursive_doubling_allreduce,
-    reduce_scatter_gather,
-    ring_allreduce,
-)
 from .reduce_ops import is_commutative
 from .runner import SerialRunner
 from .schedules import check_tree, node_groups, tree_parent_children
@@ -124,6 +105,23 @@ class Collectives:
         if len(self.trace) > 64:
             del self.trace[:32]
 
+    def _case(
+        self, nbytes: int, op: Op | None = None, groups: Groups | None = None, slot: int | None = None
+    ) -> select.Case:
+        """What choosing an algorithm depends on (the same on every rank)."""
+        return select.Case(
+            self.size,
+            nbytes,
+            self.landing.slot_bytes if slot is None else slot,
+            op is None or is_commutative(op),
+            select.useful_hierarchy(groups),
+        )
+
+    @staticmethod
+    async def _run(algorithm: select.Algorithm, call: select.Call, *buffers: Any) -> None:
+        assert algorithm.run is not None  # only the barrier's "fence" has none; it never gets here
+        await algorithm.run(call, *buffers)
+
     @property
     def everyone(self) -> list[int]:
         return list(range(self.size))
@@ -152,7 +150,7 @@ class Collectives:
         ``algorithm``: ``"nway"`` (n-way dissemination, seed 003; ``n`` from the LogGP model
         unless given), ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal
         window: the engine's fence epochs have barrier semantics)."""
-        algo = check.algorithm(algorithm, select.BARRIER, "barrier")
+        algo = check.algorithm(algorithm, tuple(select.BARRIER), "barrier")
         ways = check.positive_int(n, 1, "n") if n is not None else None
         if ways is not None and algo not in (None, "nway"):
             raise RmaUsageError(f"n= applies to the n-way barrier, not to {algo!r}")
@@ -162,9 +160,10 @@ class Collectives:
             return sync.fence()
 
         async def job() -> None:
-            chosen = 1 if algo == "dissemination" else ways or select.barrier(self.model, self.size)
+            best_n = select.choose("barrier", self.model, select.Case(self.size))[1]
+            chosen = 1 if algo == "dissemination" else ways or best_n
             self._ran(f"barrier:nway{chosen}")
-            await nway_barrier(self.landing, chosen)
+            await self._run(select.BARRIER["nway"], select.Call(self.landing, self.everyone, k=chosen))
 
         return self.submit(job, "barrier")
 
@@ -189,7 +188,7 @@ class Collectives:
         ``"hierarchical"`` (node leaders; ``nodes=`` one label per rank, else host names)."""
         data = check.recv_buffer(buf, "bcast buffer")
         root = check.root(root, self.size)
-        algo = check.algorithm(algorithm, select.BCAST, "bcast")
+        algo = check.algorithm(algorithm, tuple(select.BCAST), "bcast")
         ways = check.positive_int(k, 2, "k") if k is not None else None
         labels = check.nodes(nodes, self.size)
         if tree is not None and topology is not None:
@@ -200,34 +199,24 @@ class Collectives:
             if algo not in (None, "tree"):
                 raise RmaUsageError(f"tree= and topology= go with algorithm='tree', not {algo!r}")
             algo = "tree"
-            links = tree_parent_children(check_tree(tree, root, self.size), root, self.rank)
+            links: tuple[Any, ...] = tree_parent_children(check_tree(tree, root, self.size), root, self.rank)
         elif algo == "tree":
             raise RmaUsageError("algorithm='tree' needs tree= or topology=")
+        else:
+            links = ()
         view = _bytes(data)
 
         async def job() -> None:
             if self.size == 1 or view.size == 0:
                 return
             groups = await self._groups(labels, algo == "hierarchical")
-            name, chosen_k = (
-                (algo, ways or 2)
-                if algo
-                else select.bcast(self.model, self.size, view.size, self.landing.slot_bytes, groups)
-            )
-            if ways is not None:
-                chosen_k = ways
+            name, chosen_k = algo or "", 2
+            if not algo:
+                name, chosen_k = select.choose("bcast", self.model, self._case(view.size, groups=groups))
             self._ran(f"bcast:{name}")
-            if name in ("binomial", "knomial"):
-                await knomial_bcast(
-                    self.landing, view, self.everyone, root, 2 if name == "binomial" else chosen_k
-                )
-            elif name == "scatter_allgather":
-                await scatter_allgather_bcast(self.landing, view, self.everyone, root)
-            elif name == "tree":
-                await tree_bcast(self.landing, view, *links)
-            else:
-                assert groups is not None
-                await hierarchical_bcast(self.landing, view, groups, root, chosen_k)
+            k = ways or chosen_k
+            call = select.Call(self.landing, self.everyone, root, groups=groups, k=k, links=links)
+            await self._run(select.BCAST[name], call, view)
 
         return self.submit(job, "bcast")
 
@@ -238,7 +227,7 @@ class Collectives:
     ) -> tuple[np.ndarray, Op]:
         source = check.send_buffer(send, f"{what} send buffer")
         operation = check.op(op, source.dtype)
-        if algo in select.NEEDS_COMMUTATIVE and not is_commutative(operation):
+        if algo is not None and select.TABLES[what][algo].commutative and not is_commutative(operation):
             raise RmaUsageError(f"{what} algorithm {algo!r} needs a commutative op, not {operation.name}")
         return source, operation
 
@@ -257,7 +246,7 @@ class Collectives:
 
         ``algorithm``: ``"binomial"`` (pipelined tree), ``"reduce_scatter_gather"`` or
         ``"hierarchical"`` (node leaders); the last two need a commutative op."""
-        algo = check.algorithm(algorithm, select.REDUCE, "reduce")
+        algo = check.algorithm(algorithm, tuple(select.REDUCE), "reduce")
         root = check.root(root, self.size)
         source, operation = self._reduction_args(send, op, algo, "reduce")
         labels = check.nodes(nodes, self.size)
@@ -274,17 +263,11 @@ class Collectives:
                 acc[...] = source.reshape(-1)
             if self.size > 1 and acc.size:
                 groups = await self._groups(labels, algo == "hierarchical")
-                name = algo or select.reduce(
-                    self.model, self.size, acc.nbytes, self.landing.slot_bytes, operation, groups
-                )
+                case = self._case(acc.nbytes, operation, groups)
+                name = algo or select.choose("reduce", self.model, case)[0]
                 self._ran(f"reduce:{name}")
-                if name == "binomial":
-                    await binomial_reduce(self.landing, acc, operation, self.everyone, root)
-                elif name == "reduce_scatter_gather":
-                    await reduce_scatter_gather(self.landing, acc, operation, self.everyone, root)
-                else:
-                    assert groups is not None
-                    await hierarchical_reduce(self.landing, acc, operation, groups, root)
+                call = select.Call(self.landing, self.everyone, root, operation, groups)
+                await self._run(select.REDUCE[name], call, acc)
 
         return self.submit(job, "reduce")
 
@@ -302,7 +285,7 @@ class Collectives:
 
         ``algorithm``: ``"recursive_doubling"``, ``"ring"`` (reduce-scatter + allgather) or
         ``"hierarchical"`` (node leaders); the last two need a commutative op."""
-        algo = check.algorithm(algorithm, select.ALLREDUCE, "allreduce")
+        algo = check.algorithm(algorithm, tuple(select.ALLREDUCE), "allreduce")
         source, operation = self._reduction_args(send, op, algo, "allreduce")
         target = check.recv_buffer(recv, "allreduce receive buffer")
         check.same_dtype(source, target, "allreduce")
@@ -315,18 +298,11 @@ class Collectives:
                 out[...] = src
                 return
             groups = await self._groups(labels, algo == "hierarchical")
-            name = algo or select.allreduce(self.model, self.size, src.nbytes, operation, groups)
+            case = self._case(src.nbytes, operation, groups, slot=0)
+            name = algo or select.choose("allreduce", self.model, case)[0]
             self._ran(f"allreduce:{name}")
-            if name == "recursive_doubling":
-                await recursive_doubling_allreduce(self.landing, src, out, operation, self.everyone)
-                return
-            if not np.may_share_memory(src, out):
-                out[...] = src  # the ring and the node reduce combine in place, in ``out``
-            if name == "ring":
-                await ring_allreduce(self.landing, out, operation, self.everyone)
-            else:
-                assert groups is not None
-                await hierarchical_allreduce(self.landing, out, operation, groups, 2)
+            call = select.Call(self.landing, self.everyone, op=operation, groups=groups)
+            await self._run(select.ALLREDUCE[name], call, src, out)
 
         return self.submit(job, "allreduce")
 
@@ -344,7 +320,7 @@ class Collectives:
 
         ``algorithm``: ``"ring"``, ``"recursive_doubling"`` (power-of-two sizes), ``"bruck"`` or
         ``"hierarchical"`` (node leaders)."""
-        algo = check.algorithm(algorithm, select.ALLGATHER, "allgather")
+        algo = check.algorithm(algorithm, tuple(select.ALLGATHER), "allgather")
         source = check.send_buffer(send, "allgather send buffer")
         target = check.recv_buffer(recv, "allgather receive buffer")
         check.same_dtype(source, target, "allgather")
@@ -361,17 +337,10 @@ class Collectives:
             if self.size == 1 or block == 0:
                 return
             groups = await self._groups(labels, algo == "hierarchical")
-            name = algo or select.allgather(self.model, self.size, block, self.landing.slot_bytes, groups)
+            name = algo or select.choose("allgather", self.model, self._case(block, groups=groups))[0]
             self._ran(f"allgather:{name}")
-            if name == "ring":
-                await ring_allgather(self.landing, out, block, self.everyone)
-            elif name == "recursive_doubling":
-                await recursive_doubling_allgather(self.landing, out, block, self.everyone)
-            elif name == "bruck":
-                await bruck_allgather(self.landing, out, block, self.everyone)
-            else:
-                assert groups is not None
-                await hierarchical_allgather(self.landing, out, block, groups, 2)
+            call = select.Call(self.landing, self.everyone, groups=groups)
+            await self._run(select.ALLGATHER[name], call, out, block)
 
         return self.submit(job, "allgather")
 
@@ -380,7 +349,7 @@ class Collectives:
     ) -> Request:
         """``recv`` at ``root`` (``size`` blocks of ``send.size`` elements) gets block ``i`` from
         rank ``i``; ``recv`` is ignored elsewhere.  ``algorithm``: ``"direct"`` or ``"binomial"``."""
-        algo = check.algorithm(algorithm, select.GATHER, "gather")
+        algo = check.algorithm(algorithm, tuple(select.GATHER), "gather")
         root = check.root(root, self.size)
         source = check.send_buffer(send, "gather send buffer")
         out = None
@@ -396,10 +365,9 @@ class Collectives:
                 if out is not None:
                     out[...] = mine
                 return
-            name = algo or select.gather(self.model, self.size, mine.size)
+            name = algo or select.choose("gather", self.model, self._case(mine.size, slot=0))[0]
             self._ran(f"gather:{name}")
-            run = direct_gather if name == "direct" else binomial_gather
-            await run(self.landing, out, mine, self.everyone, root)
+            await self._run(select.GATHER[name], select.Call(self.landing, self.everyone, root), out, mine)
 
         return self.submit(job, "gather")
 
@@ -409,7 +377,7 @@ class Collectives:
         """``recv`` on rank ``i`` gets block ``i`` of ``send`` at ``root`` (``size`` blocks of
         ``recv.size`` elements); ``send`` is ignored elsewhere.  ``algorithm``: ``"direct"`` or
         ``"binomial"``."""
-        algo = check.algorithm(algorithm, select.SCATTER, "scatter")
+        algo = check.algorithm(algorithm, tuple(select.SCATTER), "scatter")
         root = check.root(root, self.size)
         target = check.recv_buffer(recv, "scatter receive buffer")
         src = None
@@ -425,10 +393,9 @@ class Collectives:
                 if src is not None:
                     mine[...] = src[self.rank * mine.size : (self.rank + 1) * mine.size]
                 return
-            name = algo or select.gather(self.model, self.size, mine.size)
+            name = algo or select.choose("scatter", self.model, self._case(mine.size, slot=0))[0]
             self._ran(f"scatter:{name}")
-            run = direct_scatter if name == "direct" else binomial_scatter
-            await run(self.landing, src, mine, self.everyone, root)
+            await self._run(select.SCATTER[name], select.Call(self.landing, self.everyone, root), src, mine)
 
         return self.submit(job, "scatter")
 
@@ -436,7 +403,7 @@ class Collectives:
         """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``
         (both hold ``size`` equal blocks).  ``algorithm``: ``"direct"`` (every block put at once;
         per-source arrival counters) or ``"pairwise"``."""
-        algo = check.algorithm(algorithm, select.ALLTOALL, "alltoall")
+        algo = check.algorithm(algorithm, tuple(select.ALLTOALL), "alltoall")
         source = check.send_buffer(send, "alltoall send buffer")
         target = check.recv_buffer(recv, "alltoall receive buffer")
         check.same_dtype(source, target, "alltoall")
@@ -453,10 +420,9 @@ class Collectives:
             if self.size == 1 or block == 0:
                 out[...] = src
                 return
-            name = algo or select.alltoall(self.model, self.size, block)
+            name = algo or select.choose("alltoall", self.model, self._case(block, slot=0))[0]
             self._ran(f"alltoall:{name}")
-            run = direct_alltoall if name == "direct" else pairwise_alltoall
-            await run(self.landing, src, out, block, self.everyone)
+            await self._run(select.ALLTOALL[name], select.Call(self.landing, self.everyone), src, out, block)
 
         return self.submit(job, "alltoall")
 
