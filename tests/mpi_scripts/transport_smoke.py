@@ -83,6 +83,9 @@ async def main() -> None:
     assert layout2.counts == tuple(6 + r for r in range(size))
     assert layout2.memory.dtype == np.dtype("f8") and layout2.memory.size == 6 + rank
     assert (layout2.memory == 0).all()
+    # Peers may write into our windows as soon as create_window returns on their side: hold them
+    # until every rank has looked at its fresh memory (under load this rank may look late).
+    await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
 
     t = right  # what the right neighbour's user window holds before anyone writes
     base = np.arange(16, dtype="i8") + 100 * t
