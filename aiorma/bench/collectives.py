@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._example_runs import machine
+from ._app_runs import machine
 from ._launch import find_mpiexec, under_mpiexec
 
 COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall")

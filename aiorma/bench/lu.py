@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._example_runs import rank_counts, run_example, write_document
+from ._app_runs import rank_counts, run_app, write_document
 
 RESIDUAL_BOUND = 1e-12
 
@@ -78,8 +78,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--plot", metavar="DIR", type=Path, help="write DIR/lu_times.png")
     args = parser.parse_args(argv)
     counts = rank_counts(parser, args.ranks)
-    example_args = ["--n", str(args.n), "--nb", str(args.nb), "--repeats", str(args.repeats)]
-    results = {r: run_example("lu_solver.py", r, example_args, args.timeout) for r in counts}
+    app_args = ["--n", str(args.n), "--nb", str(args.nb), "--repeats", str(args.repeats)]
+    results = {r: run_app("lu_solver", r, app_args, args.timeout) for r in counts}
 
     print(f"\n{'ranks':>5} {'variant':<12} {'wait s':>8} {'comm s':>8} {'total s':>8}")
     for ranks, summary in results.items():

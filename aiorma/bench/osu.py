@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._example_runs import machine
+from ._app_runs import machine
 from ._launch import EMULATE_ENV, add_emulate_nodes_option, ensure_mpi_ranks
 
 MODES = ("fence", "pscw", "lock", "lock_all")

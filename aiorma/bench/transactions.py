@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._example_runs import rank_counts, run_example, write_document
+from ._app_runs import rank_counts, run_app, write_document
 from ._launch import add_emulate_nodes_option
 
 MODES = ("mpi4py", "blocking", "nonblocking", "nonblocking+aaar")
@@ -89,12 +89,12 @@ def main(argv: list[str]) -> int:
     if args.emulate_nodes < 0:
         parser.error("--emulate-nodes must be 0 (no emulation) or more")
     counts = rank_counts(parser, args.ranks)
-    example_args = [
+    app_args = [
         *("--transactions", str(args.transactions), "--inflight", str(args.inflight)),
         *("--repeats", str(args.repeats), "--modes", args.modes),
     ]
     results = {
-        n: run_example("transactions.py", n, example_args, args.timeout, args.emulate_nodes) for n in counts
+        n: run_app("transactions", n, app_args, args.timeout, args.emulate_nodes) for n in counts
     }
 
     print(f"\n{'ranks':>5}  " + "  ".join(f"{m:>18}" for m in results[counts[0]]["modes"]) + "  ratios")
