@@ -487,7 +487,7 @@ def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--nb", type=int, default=Options.nb, help="column block (default %(default)s)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: %(default)s")
     parser.add_argument("--repeats", type=int, default=Options.repeats, help="runs per variant (median)")
-    parser.add_argument("--seed", type=int, default=Options.seed)
+    parser.add_argument("--seed", type=int, default=Options.seed, help="seed of the matrix")
     parser.add_argument("--local", type=int, metavar="N", help="run N ranks in-process instead of MPI")
     parser.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -277,13 +277,31 @@ def print_table(summary: dict[str, object]) -> None:
 
 def parse(argv: list[str] | None = None) -> tuple[Options, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--transactions", "-T", type=int, default=Options.transactions, metavar="T")
-    parser.add_argument("--inflight", "-K", type=int, default=Options.inflight, metavar="K")
+    parser.add_argument(
+        "--transactions",
+        "-T",
+        type=int,
+        default=Options.transactions,
+        metavar="T",
+        help="transactions per rank per run (default %(default)s)",
+    )
+    parser.add_argument(
+        "--inflight",
+        "-K",
+        type=int,
+        default=Options.inflight,
+        metavar="K",
+        help="nonblocking modes: most transactions outstanding per rank (default %(default)s)",
+    )
     parser.add_argument(
         "--modes", default=",".join(MODES), help="comma-separated, from " + ", ".join(KNOWN_MODES)
     )
-    parser.add_argument("--repeats", type=int, default=Options.repeats)
-    parser.add_argument("--seed", type=int, default=Options.seed)
+    parser.add_argument(
+        "--repeats", type=int, default=Options.repeats, help="runs per mode, interleaved (median)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=Options.seed, help="seed of every rank's plan (default %(default)s)"
+    )
     parser.add_argument("--local", type=int, metavar="N", help="run N ranks in-process instead of MPI")
     parser.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
