@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ._buffer_spec import unwrap
 from .constants import LOCK_EXCLUSIVE, LockType, Op
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
@@ -173,7 +174,7 @@ class Window:
 
     def get(self, result: np.ndarray, target: int, disp: int = 0) -> Request:
         """Read ``result.size`` elements of ``target``'s window at ``disp`` into ``result``."""
-        out = self._result(result)
+        result, out = self._result(result)
         target, disp = self._check_span(target, disp, out.size)
         return self._rma(RmaOp(RmaKind.GET, target, disp, result=out), "get", result)
 
@@ -190,7 +191,7 @@ class Window:
         """Fetch the target's old contents into ``result`` and combine ``origin`` into it."""
         operation = self._op(op, allow_no_op=True)
         data = self._origin(origin)
-        out = self._result(result)
+        result, out = self._result(result)
         if out.size != data.size:
             raise RmaTypeError(f"result holds {out.size} elements, origin {data.size}")
         target, disp = self._check_span(target, disp, data.size)
@@ -203,7 +204,8 @@ class Window:
         """Single-element get_accumulate (MPI_Fetch_and_op)."""
         operation = self._op(op, allow_no_op=True)
         data = self._single(self._origin(origin), "origin")
-        out = self._single(self._result(result), "result")
+        result, out = self._result(result)
+        out = self._single(out, "result")
         target, disp = self._check_span(target, disp, 1)
         op_ = RmaOp(RmaKind.FETCH_AND_OP, target, disp, origin=data, result=out, op=operation)
         return self._rma(op_, "fetch_and_op", result)
@@ -217,7 +219,8 @@ class Window:
             raise RmaTypeError(f"compare_and_swap needs an integer or bool window, not {self.dtype}")
         data = self._single(self._origin(origin), "origin")
         expected = self._single(self._origin(compare), "compare")
-        out = self._single(self._result(result), "result")
+        result, out = self._result(result)
+        out = self._single(out, "result")
         target, disp = self._check_span(target, disp, 1)
         op_ = RmaOp(RmaKind.COMPARE_AND_SWAP, target, disp, origin=data, compare=expected, result=out)
         return self._rma(op_, "compare_and_swap", result)
@@ -274,6 +277,7 @@ class Window:
 
     def _origin(self, origin: Any) -> np.ndarray:
         self._check_open()
+        origin = unwrap(origin, "origin")
         if isinstance(origin, np.ndarray):
             if origin.dtype != self.dtype:
                 raise RmaTypeError(f"buffer dtype {origin.dtype} does not match window {self.dtype}")
@@ -305,15 +309,18 @@ class Window:
             raise RmaTypeError(f"values beyond the range of dtype {dtype} (they would become infinite)")
         return converted
 
-    def _result(self, result: Any) -> np.ndarray:
+    def _result(self, result: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The result array (``result``, or the array its mpi4py buffer spec names) and its flat
+        view, which the engine writes into."""
         self._check_open()
+        result = unwrap(result, "result")
         if not isinstance(result, np.ndarray):
             raise RmaTypeError(f"result must be a numpy array, not {type(result).__name__}")
         if result.dtype != self.dtype:
             raise RmaTypeError(f"result dtype {result.dtype} does not match window {self.dtype}")
         if not result.flags.c_contiguous or not result.flags.writeable:
             raise RmaTypeError("result must be a writeable, C-contiguous array")
-        return result.reshape(-1)
+        return result, result.reshape(-1)
 
     @staticmethod
     def _single(array: np.ndarray, name: str) -> np.ndarray:

@@ -3,35 +3,23 @@ and under mpiexec; their benchmark drivers produce JSON and plots.  No timing is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 import aiorma
+from aiorma.apps import lu_solver as lu
+from aiorma.apps import transactions as tx
 
 from .mpi_harness import REPO_ROOT, run_mpi
 
 EXAMPLES = Path(REPO_ROOT) / "examples"
-
-
-def load_example(name: str) -> ModuleType:
-    module_name = f"example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_python(*args: str, timeout: float = 50) -> subprocess.CompletedProcess[str]:
@@ -89,13 +77,11 @@ def test_transactions_mpi4py_baseline(tmp_path: Path) -> None:
 
 
 def test_transactions_mpi4py_mode_refuses_local() -> None:
-    tx = load_example("transactions")
     with pytest.raises(SystemExit):
         tx.parse(["--local", "2", "--modes", "mpi4py"])
 
 
 def test_transactions_expected_window_is_a_plain_replay() -> None:
-    tx = load_example("transactions")
     options = tx.Options(transactions=50, repeats=2, window=64)
     for rank in range(3):
         naive = np.zeros(64, np.int64)
@@ -109,7 +95,6 @@ def test_transactions_expected_window_is_a_plain_replay() -> None:
 
 @pytest.mark.timeout(60)
 def test_transactions_check_detects_a_lost_update(monkeypatch: pytest.MonkeyPatch) -> None:
-    tx = load_example("transactions")
     honest = tx.expected_window
 
     def one_more(options, rank, size):  # type: ignore[no-untyped-def]
@@ -156,7 +141,6 @@ def test_lu_mpi(tmp_path: Path) -> None:
 
 
 def test_lu_kernels_match_numpy() -> None:
-    lu = load_example("lu_solver")
     options = lu.Options(n=96, nb=16)
     a = np.hstack([lu.column_block(options, lo, lo + 16) for lo in range(0, 96, 16)])
     b = lu.right_hand_side(options)

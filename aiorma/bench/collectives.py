@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ._example_runs import machine
+from .._cli import command_parser, plot_directory
+from ._app_runs import machine
 from ._launch import find_mpiexec, under_mpiexec
 
 COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall")
@@ -39,15 +40,25 @@ MIN_ITERS, MAX_ITERS = 3, 300
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m aiorma.bench collectives", description=__doc__.split("\n")[0]
-    )
+    parser = command_parser("python -m aiorma.bench collectives", __doc__)
     parser.add_argument("--ranks", default="2,4,8", help="comma-separated rank counts (default 2,4,8)")
-    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="message sizes in bytes")
-    parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="which collectives")
-    parser.add_argument("--budget", type=float, default=0.25, help="seconds per library per cell")
-    parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--plot", type=Path, help="write PNG plots into this directory")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, DEFAULT_SIZES)),
+        help="comma-separated message sizes in bytes (default %(default)s)",
+    )
+    parser.add_argument(
+        "--collectives",
+        default=",".join(COLLECTIVES),
+        help="comma-separated collectives (default %(default)s)",
+    )
+    parser.add_argument(
+        "--budget", type=float, default=0.25, help="seconds per library per cell (default %(default)s)"
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here as JSON")
+    parser.add_argument(
+        "--plot", type=plot_directory, metavar="DIR", help="write PNG plots into DIR (needs matplotlib)"
+    )
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)  # internal: rank output
     args = parser.parse_args(argv)
     args.rank_counts = [int(x) for x in args.ranks.split(",") if x]

@@ -1,7 +1,7 @@
 """The cost of the hot path: one ``win.put`` and one ``await win.flush(t)`` inside a long lock_all
 epoch, against the same calls in raw mpi4py, in the same run.
 
-    python -m aiorma.bench hotpath [--iters N] [--json PATH]
+    python -m aiorma.bench hotpath [--iters N] [--repeats R] [--json PATH]
 
 Launches itself on 2 ranks under the mpich wheel's ``mpiexec``; rank 0 calls, rank 1 is the
 target (an allocated window: on one node MPICH's RMA into it is passive).  Reports the median
@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cli import command_parser
 from ._launch import ensure_mpi_ranks
 
 
@@ -92,12 +93,12 @@ async def run(comm: Any, options: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m aiorma.bench hotpath", description=__doc__.splitlines()[0]
+    parser = command_parser("python -m aiorma.bench hotpath", __doc__)
+    parser.add_argument("--iters", type=int, default=5000, help="calls per run (default %(default)s)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="runs; the median is reported (default %(default)s)"
     )
-    parser.add_argument("--iters", type=int, default=5000, help="calls per run")
-    parser.add_argument("--repeats", type=int, default=5, help="runs; the median is reported")
-    parser.add_argument("--json", type=Path, help="write the medians (µs per call) here")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the medians (µs per call) here")
     options = parser.parse_args(argv)
     if ensure_mpi_ranks(2, "aiorma.bench", ["hotpath", *argv]):
         return 0

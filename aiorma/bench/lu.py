@@ -1,21 +1,22 @@
-"""``python -m aiorma.bench lu``: dense LU over fence epochs, blocking vs nonblocking (seed 001 §5.8.3).
+"""Dense LU over fence epochs, blocking vs nonblocking (seed 001 §5.8.3).
 
-Runs ``examples/lu_solver.py`` under ``mpiexec`` for each rank count and reports, per variant, the
-time spent waiting for epochs, the time in communication calls and the factorisation time
-(seed Figs 5.24–5.26), with the nonblocking/blocking ratios of the same run and the scaled
-residual.  Exit status 1 if a residual exceeds 1e-12 or the variants disagree.
+Runs the solver :mod:`aiorma.apps.lu_solver` (what ``examples/lu_solver.py`` runs) under the
+mpich wheel's ``mpiexec``, one job per rank count, each rank with one BLAS thread, and reports
+per variant the time spent waiting for epochs, the time in communication calls and the
+factorisation time (seed Figs 5.24–5.26), with the nonblocking/blocking ratios of the same run
+and the scaled residual.  Exit status 1 if a residual exceeds 1e-12 or the variants disagree.
 
     python -m aiorma.bench lu --n 2048 --ranks 4 --json lu.json --plot docs/img
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
-from ._example_runs import rank_counts, run_example, write_document
+from .._cli import command_parser, plot_directory
+from ._app_runs import rank_counts, run_app, write_document
 
 RESIDUAL_BOUND = 1e-12
 
@@ -68,18 +69,29 @@ def plot(results: dict[int, dict[str, Any]], directory: Path, n: int) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiorma.bench lu", description=__doc__)
+    parser = command_parser("python -m aiorma.bench lu", __doc__)
     parser.add_argument("--n", type=int, default=2048, help="matrix order (default %(default)s)")
     parser.add_argument("--nb", type=int, default=64, help="column block (default %(default)s)")
     parser.add_argument("--ranks", default="4", help="comma-separated rank counts (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per variant, interleaved (median)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per mpiexec job")
-    parser.add_argument("--json", metavar="PATH", help="write every result, ratios and the machine")
-    parser.add_argument("--plot", metavar="DIR", type=Path, help="write DIR/lu_times.png")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per variant, interleaved; the median is reported (default %(default)s)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds per mpiexec job (default %(default)s)"
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="write every result, the ratios and the machine as JSON"
+    )
+    parser.add_argument(
+        "--plot", metavar="DIR", type=plot_directory, help="write DIR/lu_times.png (needs matplotlib)"
+    )
     args = parser.parse_args(argv)
     counts = rank_counts(parser, args.ranks)
-    example_args = ["--n", str(args.n), "--nb", str(args.nb), "--repeats", str(args.repeats)]
-    results = {r: run_example("lu_solver.py", r, example_args, args.timeout) for r in counts}
+    app_args = ["--n", str(args.n), "--nb", str(args.nb), "--repeats", str(args.repeats)]
+    results = {r: run_app("lu_solver", r, app_args, args.timeout) for r in counts}
 
     print(f"\n{'ranks':>5} {'variant':<12} {'wait s':>8} {'comm s':>8} {'total s':>8}")
     for ranks, summary in results.items():

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ._example_runs import machine
+from .._cli import command_parser, plot_directory
+from ._app_runs import machine
 from ._launch import EMULATE_ENV, add_emulate_nodes_option, ensure_mpi_ranks
 
 MODES = ("fence", "pscw", "lock", "lock_all")
@@ -304,10 +305,17 @@ def plot(records: list[dict[str, Any]], directory: Path) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiorma.bench osu", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, help="write the records here")
-    parser.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
-    parser.add_argument("--iters", type=int, default=50, help="epochs per measurement (median)")
+    parser = command_parser("python -m aiorma.bench osu", __doc__)
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the records here as JSON")
+    parser.add_argument(
+        "--plot", type=plot_directory, metavar="DIR", help="write PNG plots into DIR (needs matplotlib)"
+    )
+    parser.add_argument(
+        "--iters",
+        type=int,
+        default=50,
+        help="epochs per measurement; the median is reported (default %(default)s)",
+    )
     parser.add_argument(
         "--max-size", type=int, default=MAX_SIZE, help="largest message in bytes (default %(default)s)"
     )

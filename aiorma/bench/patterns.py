@@ -1,4 +1,4 @@
-"""``python -m aiorma.bench patterns``: the inefficiency patterns and reorder flags of seed 001 §5.8.
+"""The inefficiency patterns and reorder flags of seed 001 §5.8: how far a late peer's delay spreads.
 
 Each experiment (see :mod:`aiorma.bench._patterns_experiments`) injects a 1000 µs delay at one
 peer and times a *victim* elsewhere, with and without the delay, in the same run; the difference
@@ -35,6 +35,7 @@ import numpy as np
 
 import aiorma
 
+from .._cli import command_parser, plot_directory
 from ._launch import find_mpiexec
 from ._patterns_experiments import (
     BLOCKING,
@@ -294,14 +295,21 @@ def _parse_series(text: str | None) -> set[str] | None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m aiorma.bench patterns",
-        description=__doc__.split("\n\n")[0],
+    parser = command_parser(
+        "python -m aiorma.bench patterns",
+        __doc__,
         epilog="experiments: " + ", ".join(f"{e.name} ({e.ranks} ranks)" for e in EXPERIMENTS.values()),
     )
-    parser.add_argument("--transport", choices=("mpi", "local"), default="mpi")
-    parser.add_argument("--json", type=Path, help="write the records here")
-    parser.add_argument("--plot", type=Path, help="write PNG plots into this directory")
+    parser.add_argument(
+        "--transport",
+        choices=("mpi", "local"),
+        default="mpi",
+        help="mpi: ranks under mpiexec; local: ranks in this process (default %(default)s)",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the records here as JSON")
+    parser.add_argument(
+        "--plot", type=plot_directory, metavar="DIR", help="write PNG plots into DIR (needs matplotlib)"
+    )
     parser.add_argument("--reps", type=int, default=20, help="repetitions per variant (median; default 20)")
     parser.add_argument("--ranks", type=int, help="run everything in one job of N ranks (extra ranks idle)")
     parser.add_argument("--only", help="comma-separated experiment names (default: all)")

@@ -10,7 +10,6 @@ epoch would grow with N.  ``mpi`` launches itself on 2 ranks under the mpich whe
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cli import command_parser
 from ._launch import ensure_mpi_ranks
 
 KINDS = ("fence", "pscw", "lock", "lock_all")
@@ -89,14 +89,19 @@ def report(records: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m aiorma.bench scaling", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--transport", choices=("local", "mpi"), default="local")
+    parser = command_parser("python -m aiorma.bench scaling", __doc__)
     parser.add_argument(
-        "--counts", default="10,100,1000,10000", help="comma-separated numbers of held epochs"
+        "--transport",
+        choices=("local", "mpi"),
+        default="local",
+        help="local: both ranks in this process; mpi: 2 ranks under mpiexec (default %(default)s)",
     )
-    parser.add_argument("--json", type=Path, help="write the records here")
+    parser.add_argument(
+        "--counts",
+        default="10,100,1000,10000",
+        help="comma-separated numbers of held epochs (default %(default)s)",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the records here as JSON")
     options = parser.parse_args(argv)
     counts = [int(c) for c in options.counts.split(",")]
     if options.transport == "mpi" and ensure_mpi_ranks(2, "aiorma.bench", ["scaling", *argv]):

@@ -1,27 +1,26 @@
-"""``python -m aiorma.bench transactions``: the transactional update pattern (seed 001 §5.8.2).
+"""The transactional update pattern: exclusive lock, 256 B accumulate, unlock (seed 001 §5.8.2).
 
-Runs ``examples/transactions.py`` under ``mpiexec`` (the one next to this interpreter) for each
-rank count, collects its JSON, and reports job throughput (transactions/s) per mode, all measured
-in the same run: ``mpi4py`` (the same transactions with raw mpi4py's blocking calls: the MPI
-library's own speed), then aiorma's ``blocking``, ``nonblocking`` and ``nonblocking+aaar``.  Every
-mode is also reported as a ratio against ``mpi4py`` and against aiorma's ``blocking``.  Every run
-also checks that no update was lost; the exit status is 1 if any was.
+Runs the workload :mod:`aiorma.apps.transactions` (what ``examples/transactions.py`` runs) under
+the mpich wheel's ``mpiexec``, one job per rank count, and reports job throughput
+(transactions/s) per mode, all measured in the same run: ``mpi4py`` (the same transactions with
+raw mpi4py's blocking calls: the MPI library's own speed), then aiorma's ``blocking``,
+``nonblocking`` (at most ``--inflight`` transactions outstanding) and ``nonblocking+aaar`` (the
+same with the access_after_access_reorder flag).  Every mode is also reported as a ratio against
+``mpi4py`` and against aiorma's ``blocking``.  Every run checks that no update was lost; the
+exit status is 1 if one was.
 
     python -m aiorma.bench transactions --ranks 2,4,8 --json tx.json --plot docs/img
     python -m aiorma.bench transactions --ranks 2 --emulate-nodes 2   # as if on two nodes (root)
-
-The helpers :func:`run_example` and :func:`machine` are shared with the other example-driven
-benchmarks (``lu``).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
-from ._example_runs import rank_counts, run_example, write_document
+from .._cli import command_parser, plot_directory
+from ._app_runs import rank_counts, run_app, write_document
 from ._launch import add_emulate_nodes_option
 
 MODES = ("mpi4py", "blocking", "nonblocking", "nonblocking+aaar")
@@ -75,26 +74,49 @@ def plot(results: dict[int, dict[str, Any]], directory: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiorma.bench transactions", description=__doc__)
+    parser = command_parser("python -m aiorma.bench transactions", __doc__)
     parser.add_argument("--ranks", default="2,4,8", help="comma-separated rank counts (default %(default)s)")
-    parser.add_argument("--transactions", type=int, default=2000, help="per rank per run")
-    parser.add_argument("--inflight", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per mode, interleaved (median)")
-    parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per mpiexec job")
-    parser.add_argument("--json", metavar="PATH", help="write every result, ratios and the machine")
-    parser.add_argument("--plot", metavar="DIR", type=Path, help="write DIR/transactions_throughput.png")
+    parser.add_argument(
+        "--transactions", type=int, default=2000, help="transactions per rank per run (default %(default)s)"
+    )
+    parser.add_argument(
+        "--inflight",
+        type=int,
+        default=16,
+        help="nonblocking modes: most transactions outstanding per rank (default %(default)s)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per mode, interleaved; the median is reported (default %(default)s)",
+    )
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="comma-separated modes (default %(default)s)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds per mpiexec job (default %(default)s)"
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="write every result, the ratios and the machine as JSON"
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="DIR",
+        type=plot_directory,
+        help="write DIR/transactions_throughput.png (needs matplotlib)",
+    )
     add_emulate_nodes_option(parser)
     args = parser.parse_args(argv)
     if args.emulate_nodes < 0:
         parser.error("--emulate-nodes must be 0 (no emulation) or more")
     counts = rank_counts(parser, args.ranks)
-    example_args = [
+    app_args = [
         *("--transactions", str(args.transactions), "--inflight", str(args.inflight)),
         *("--repeats", str(args.repeats), "--modes", args.modes),
     ]
     results = {
-        n: run_example("transactions.py", n, example_args, args.timeout, args.emulate_nodes) for n in counts
+        n: run_app("transactions", n, app_args, args.timeout, args.emulate_nodes) for n in counts
     }
 
     print(f"\n{'ranks':>5}  " + "  ".join(f"{m:>18}" for m in results[counts[0]]["modes"]) + "  ratios")

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._buffer_spec import unwrap
 from ..constants import Op
 from ..errors import RmaRangeError, RmaTypeError, RmaUsageError
 from ..ops import check_op_dtype
@@ -20,7 +21,9 @@ _NUMERIC = "biufc"  # bool, signed, unsigned, float, complex
 
 
 def send_buffer(buf: Any, what: str) -> np.ndarray:
-    """A numeric numpy array, returned C-contiguous (copied only if it was not)."""
+    """A numeric numpy array (or an mpi4py buffer spec of one), returned C-contiguous (copied
+    only if it was not)."""
+    buf = unwrap(buf, what)
     if not isinstance(buf, np.ndarray):
         raise RmaTypeError(f"{what} must be a numpy array, not {type(buf).__name__}")
     if buf.dtype.kind not in _NUMERIC:
@@ -29,7 +32,9 @@ def send_buffer(buf: Any, what: str) -> np.ndarray:
 
 
 def recv_buffer(buf: Any, what: str) -> np.ndarray:
-    """A numeric, C-contiguous, writeable numpy array (results are written into it in place)."""
+    """A numeric, C-contiguous, writeable numpy array (or an mpi4py buffer spec of one): results
+    are written into it in place."""
+    buf = unwrap(buf, what)
     if not isinstance(buf, np.ndarray):
         raise RmaTypeError(f"{what} must be a numpy array, not {type(buf).__name__}")
     if buf.dtype.kind not in _NUMERIC:

@@ -1,5 +1,7 @@
-"""``python -m aiorma.sim EXPERIMENT --json PATH [--plot DIR] [options]``: run one simulated
-experiment (``--help`` after its name for the options); with no name, list them."""
+"""Run one of aiorma's simulated experiments: many ranks on a simulated network, in this process.
+
+EXPERIMENT --help describes an experiment and its options; --plot needs matplotlib
+(pip install 'aiorma[plot]')."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ EXPERIMENTS = {
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("experiments:", ", ".join(EXPERIMENTS))
+        print(f"usage: python -m aiorma.sim EXPERIMENT --json PATH [--plot DIR] [options]\n\n{__doc__}")
+        print("\nexperiments:", ", ".join(EXPERIMENTS))
         return 0
     name, rest = argv[0], argv[1:]
     if name not in EXPERIMENTS:

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .._cli import command_parser, plot_directory
 from .network import NetworkParams
 
 
@@ -41,10 +42,18 @@ class Progress:
             )
 
 
-def parser(prog: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m aiorma.sim {prog}", description=description)
-    p.add_argument("--json", required=True, type=Path, help="write the records here")
-    p.add_argument("--plot", type=Path, default=None, help="write PNG plots into this directory")
+def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """The experiment's parser, its description the module docstring as plain text, with the
+    options every experiment has."""
+    p = command_parser(f"python -m aiorma.sim {prog}", description)
+    p.add_argument("--json", required=True, type=Path, metavar="PATH", help="write the records here as JSON")
+    p.add_argument(
+        "--plot",
+        type=plot_directory,
+        default=None,
+        metavar="DIR",
+        help="write PNG plots into DIR (needs matplotlib)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     return p
 

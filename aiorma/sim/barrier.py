@@ -199,9 +199,13 @@ def plot(records: list[dict], directory: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = _report.parser("barrier", "n-way dissemination barrier on a simulated flat cluster (seed 003)")
-    p.add_argument("--sizes", type=_report.int_list, default=DEFAULT_SIZES, help="comma-separated P values")
-    p.add_argument("--ways", type=_report.int_list, default=DEFAULT_WAYS, help="comma-separated n values")
+    p = _report.parser("barrier", __doc__)
+    p.add_argument(
+        "--sizes", type=_report.int_list, default=DEFAULT_SIZES, help="comma-separated rank counts P"
+    )
+    p.add_argument(
+        "--ways", type=_report.int_list, default=DEFAULT_WAYS, help="comma-separated n (peers per round)"
+    )
     args = p.parse_args(argv)
     if min(args.sizes) < 1 or min(args.ways) < 1:
         p.error("P and n must be >= 1")

@@ -170,10 +170,15 @@ def plot(records: list[dict], directory: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = _report.parser("bcast-multicast", "two-stage broadcast over a lossy multicast (seed 002), simulated")
-    p.add_argument("--sizes", type=_report.int_list, default=DEFAULT_SIZES, help="comma-separated P values")
+    p = _report.parser("bcast-multicast", __doc__)
     p.add_argument(
-        "--losses", type=_report.float_list, default=DEFAULT_LOSSES, help="multicast loss probabilities"
+        "--sizes", type=_report.int_list, default=DEFAULT_SIZES, help="comma-separated rank counts P"
+    )
+    p.add_argument(
+        "--losses",
+        type=_report.float_list,
+        default=DEFAULT_LOSSES,
+        help="comma-separated multicast loss probabilities, each in [0, 1)",
     )
     p.add_argument("--trials", type=int, default=20, help="broadcasts per (P, loss), each with its own seed")
     args = p.parse_args(argv)

@@ -5,7 +5,9 @@ Each layout places the ranks differently on the nodes (block, round-robin across
 scattered at random) and some make half of the node links slow.  For each layout both trees are
 built (:func:`~aiorma.collectives.topology.default_bcast_tree` and
 :func:`~aiorma.collectives.topology.build_bcast_tree`), their inter-switch edges counted, and the
-broadcast run by real aiorma ranks — windows, the progress engine, GATS epochs — on the
+broadcast run on the simulated network.  With ``--transport lite`` (the default) lightweight
+ranks put data and flag in one message per tree edge; with ``--transport engine`` real aiorma
+ranks — windows, the progress engine, GATS epochs — run on the
 :class:`~aiorma.sim.network.SimNetwork`: each rank posts to its parent and waits (its data is
 then in place), then starts an access epoch to its children, puts the message to each in the
 tree's order, and completes.  The time is when the last rank holds the data.
@@ -264,7 +266,7 @@ def plot(records: list[dict], directory: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = _report.parser("bcast-topology", "topology-/speed-aware broadcast tree (seed 004), simulated")
+    p = _report.parser("bcast-topology", __doc__)
     p.add_argument(
         "--layouts",
         type=lambda s: [x for x in s.split(",") if x],
@@ -272,7 +274,10 @@ def main(argv: list[str]) -> int:
         help="comma-separated layouts: block, round-robin, scattered, with optional -mixed or -4ppn",
     )
     p.add_argument(
-        "--bytes", type=_report.int_list, default=DEFAULT_SIZES_BYTES, help="message sizes in bytes"
+        "--bytes",
+        type=_report.int_list,
+        default=DEFAULT_SIZES_BYTES,
+        help="comma-separated message sizes in bytes",
     )
     p.add_argument(
         "--transport",

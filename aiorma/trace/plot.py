@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .._cli import import_extra
 from . import CATEGORY, load
 
 KIND_COLOURS = {
@@ -62,9 +63,9 @@ def plot(
     tail_us: float | None = None,
 ) -> Path:
     """Draw the epochs found in the trace files ``paths`` into the PNG ``out``: only those of
-    ``windows`` if given, only those opened in the last ``tail_us`` µs of the trace if given."""
-    import matplotlib
-
+    ``windows`` if given, only those opened in the last ``tail_us`` µs of the trace if given.
+    Needs matplotlib: raises ModuleNotFoundError naming the extra to install without it."""
+    matplotlib = import_extra("matplotlib", "plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch

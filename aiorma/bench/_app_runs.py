@@ -1,5 +1,6 @@
-"""What the example-driving benchmarks (transactions, lu) share: running an example under the
-mpich wheel's ``mpiexec``, describing the machine, and writing the result document."""
+"""What the application benchmarks (transactions, lu) share: running a workload of
+:mod:`aiorma.apps` under the mpich wheel's ``mpiexec``, describing the machine, and writing the
+result document."""
 
 from __future__ import annotations
 
@@ -18,10 +19,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import aiorma
+
 from ._launch import emulation_unavailable, mpiexec_command
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO_ROOT / "examples"
+# The directory holding the aiorma that runs this driver (a checkout or site-packages): the
+# ranks import the same one.
+PACKAGE_PARENT = Path(aiorma.__file__).resolve().parent.parent
+# One BLAS thread per rank: several ranks on few cores must not oversubscribe them.
+ONE_BLAS_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
 def machine() -> dict[str, Any]:
@@ -44,26 +50,26 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run_example(
-    script: str, ranks: int, args: list[str], timeout: float, emulate_nodes: int = 0
+def run_app(
+    app: str, ranks: int, args: list[str], timeout: float, emulate_nodes: int = 0
 ) -> dict[str, Any]:
-    """Run ``examples/<script>`` on ``ranks`` processes with ``--json``; return what it wrote.
+    """Run ``python -m aiorma.apps.<app>`` on ``ranks`` processes with ``--json``; return what it
+    wrote.
 
+    Each rank runs with one BLAS thread unless the environment sets the thread counts.
     ``emulate_nodes >= 2`` spreads the ranks over that many emulated nodes (see
     :mod:`aiorma.bench._launch`).  The example's table goes to our stdout, its progress lines
     straight to our stderr.  On a timeout the whole job (mpiexec and every rank) is killed.  Raises
     SystemExit on failure, or if emulation was asked for and cannot run here.
     """
-    path = EXAMPLES / script
-    if not path.exists():
-        raise SystemExit(f"{path} not found: run the benchmark from a source checkout")
     if emulate_nodes >= 2 and (reason := emulation_unavailable()) is not None:
         raise SystemExit(reason)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env = {**ONE_BLAS_THREAD, **os.environ}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = mpiexec_command(ranks, [sys.executable, str(path), *args, "--json", str(out)], emulate_nodes)
+        command = [sys.executable, "-m", f"aiorma.apps.{app}", *args, "--json", str(out)]
+        cmd = mpiexec_command(ranks, command, emulate_nodes)
         print(f"$ {shlex.join(cmd)}", file=sys.stderr, flush=True)
         with subprocess.Popen(
             cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
@@ -73,10 +79,10 @@ def run_example(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
-                raise SystemExit(f"{script} on {ranks} ranks timed out after {timeout} s") from None
+                raise SystemExit(f"{app} on {ranks} ranks timed out after {timeout} s") from None
         print(stdout, end="", flush=True)
         if not out.exists():
-            raise SystemExit(f"{script} on {ranks} ranks failed (exit {proc.returncode}); no result")
+            raise SystemExit(f"{app} on {ranks} ranks failed (exit {proc.returncode}); no result")
         return json.loads(out.read_text())
 
 
