@@ -1,5 +1,5 @@
 """The simulated network, the topology-aware tree builder and the simulated collectives
-(aiorma.transport.simnet, aiorma.collectives.topology, aiorma.sim).  All on virtual time: no
+(aiorma.sim, aiorma.collectives.topology).  All on virtual time: no
 assertion here depends on wall-clock speed."""
 
 from __future__ import annotations
@@ -31,16 +31,11 @@ from aiorma.collectives.topology import (
     validate_tree,
 )
 from aiorma.sim import barrier, bcast_multicast, bcast_topology
+from aiorma.sim.clock import EventQueue, SimulationStalled, run_virtual
+from aiorma.sim.cost import NetworkModel, NetworkParams
+from aiorma.sim.network import SimNetwork
+from aiorma.sim.run import run_simulated
 from aiorma.transport.base import RmaKind, RmaOp
-from aiorma.transport.simnet import (
-    EventQueue,
-    NetworkModel,
-    NetworkParams,
-    SimNetwork,
-    SimulationStalled,
-    run_simulated,
-    run_virtual,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ..transport.simnet import NetworkParams
+from .cost import NetworkParams
 
 
 class Progress:

@@ -26,8 +26,9 @@ import attrs
 import numpy as np
 
 from ..collectives.topology import Topology
-from ..transport.simnet import NetworkModel, NetworkParams, run_virtual
 from . import _report
+from .clock import run_virtual
+from .cost import NetworkModel, NetworkParams
 from .lite import LiteFabric, LiteWindow
 
 FLAG_BYTES = 8  # one int64 sequence number per put

@@ -26,8 +26,9 @@ import attrs
 import numpy as np
 
 from ..collectives.topology import Topology
-from ..transport.simnet import NetworkModel, NetworkParams, run_virtual
 from . import _report
+from .clock import run_virtual
+from .cost import NetworkModel, NetworkParams
 from .lite import LiteFabric, LiteWindow
 
 PAYLOAD_WORDS = 8  # 64-byte message, as in seed 002's small-message focus

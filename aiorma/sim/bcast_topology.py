@@ -6,7 +6,7 @@ scattered at random) and some make half of the node links slow.  For each layout
 built (:func:`~aiorma.collectives.topology.default_bcast_tree` and
 :func:`~aiorma.collectives.topology.build_bcast_tree`), their inter-switch edges counted, and the
 broadcast run by real aiorma ranks — windows, the progress engine, GATS epochs — on the
-:class:`~aiorma.transport.simnet.SimNetwork`: each rank posts to its parent and waits (its data is
+:class:`~aiorma.sim.network.SimNetwork`: each rank posts to its parent and waits (its data is
 then in place), then starts an access epoch to its children, puts the message to each in the
 tree's order, and completes.  The time is when the last rank holds the data.
 """
@@ -35,9 +35,12 @@ from ..collectives.topology import (
     validate_tree,
 )
 from ..comm import Comm
-from ..transport.simnet import NetworkModel, NetworkParams, SimNetwork, run_simulated, run_virtual
 from . import _report
+from .clock import run_virtual
+from .cost import NetworkModel, NetworkParams
 from .lite import LiteFabric, LiteWindow
+from .network import SimNetwork
+from .run import run_simulated
 
 NODES, SWITCHES = 64, 4
 FAST = 12.5e9  # bytes/s of a fast node link (the model's nominal G)

@@ -3,7 +3,7 @@
 The full engine costs O(P²) control writes per fence (every rank tells every other), which is
 fine up to a few dozen ranks but not for evaluating collectives at P = 1024.  Here a window is a
 numpy array per rank and a put is a real write into the target's array, delivered at the time the
-:class:`~aiorma.transport.simnet.NetworkModel` gives; nothing else is modelled (no epochs, no
+:class:`~aiorma.sim.cost.NetworkModel` gives; nothing else is modelled (no epochs, no
 locks).  The collectives run on it are real executions of their message pattern: each put is
 booked on the model and each rank learns of data only by watching its own memory.
 
@@ -21,12 +21,13 @@ import numpy as np
 
 from ..errors import RmaRangeError, RmaTypeError
 from ..request import Request
-from ..transport.simnet import EventQueue, NetworkModel
+from .clock import EventQueue
+from .cost import NetworkModel
 
 
 class LiteFabric:
     """``model.size`` lightweight ranks sharing one simulated network and one event queue.
-    Use inside a :class:`~aiorma.transport.simnet.VirtualClockLoop` (``run_virtual``)."""
+    Use inside a :class:`~aiorma.sim.clock.VirtualClockLoop` (``run_virtual``)."""
 
     def __init__(self, model: NetworkModel) -> None:
         self.model = model

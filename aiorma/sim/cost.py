@@ -1,18 +1,6 @@
-"""A simulated network for the ``local`` transport, on a virtual clock.
-
-Three parts, each small:
-
-* :class:`NetworkParams` and :class:`NetworkModel` — a LogGP cost model of a two-level switched
-  cluster (:class:`~aiorma.collectives.topology.Topology`: ranks on nodes, nodes on switches, link
-  speeds) with per-rank counters.  The model only does arithmetic on times; it never sleeps.
-* :class:`SimNetwork` — a :class:`~aiorma.transport.local.LocalNetwork` whose RMA operations and
-  control writes take the model's time, so real aiorma ranks (the engine, windows, epochs) run on
-  the simulated cluster: :func:`run_simulated`.
-* :class:`VirtualClockLoop` — an asyncio event loop whose ``time()`` is virtual: when nothing is
-  ready it jumps straight to the next timer.  Python work costs no simulated time; time passes only
-  through the model's delays, so the CPU overhead ``o`` is charged explicitly.  Runs are
-  deterministic: same program, same seed, same times.
-
+"""The cost model of the simulated cluster: LogGP parameters, and a two-level switched network
+(:class:`~aiorma.collectives.topology.Topology`: ranks on nodes, nodes on switches, link speeds)
+with per-rank counters.  The model only does arithmetic on times; it never sleeps.
 The cost of one message of ``k`` bytes from rank ``p`` to rank ``q``, issued at time ``t``:
 
 1. *send overhead*: ``p``'s CPU is busy for ``o`` (first come, first served):
@@ -36,23 +24,15 @@ and reaches every other rank ``multicast_latency`` later, each copy lost with pr
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-import itertools
 import math
-import selectors
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
 
 from ..collectives.topology import Topology
-from ..engine.control import AtomicOp
-from .base import RmaKind, RmaOp
-from .local import LocalNetwork
-
-T = TypeVar("T")
+from ..transport.base import RmaKind, RmaOp
 
 #: Bytes of a control write on the wire (one int64 word and its address).
 CONTROL_BYTES = 16
@@ -223,152 +203,3 @@ class NetworkModel:
 
     def reset_counters(self) -> None:
         self.counters = [RankCounters() for _ in range(self.size)]
-
-
-class EventQueue:
-    """Simulated-time callbacks on one heap, driven by a single event-loop timer.
-
-    Callbacks run in order of time, then of submission, so equal times keep FIFO order (asyncio's
-    own timer heap does not promise that).  One heap of tuples is also much cheaper than one
-    asyncio timer per message.  :meth:`at_fifo` additionally keeps a channel's callbacks in
-    submission order even if a later one asks for an earlier time.
-    """
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
-        self._seq = itertools.count()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_when = math.inf
-        self._last: dict[Any, float] = {}
-
-    def at(self, when: float, callback: Callable[..., None], *args: Any) -> None:
-        heapq.heappush(self._heap, (when, next(self._seq), callback, args))
-        if when < self._timer_when:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer_when = when
-            self._timer = asyncio.get_running_loop().call_at(when, self._fire)
-
-    def at_fifo(self, channel: Any, when: float, callback: Callable[..., None], *args: Any) -> None:
-        when = max(when, self._last.get(channel, when))
-        self._last[channel] = when
-        self.at(when, callback, *args)
-
-    def _fire(self) -> None:
-        self._timer, self._timer_when = None, math.inf
-        heap = self._heap
-        now = asyncio.get_running_loop().time()
-        while heap and heap[0][0] <= now:
-            _, _, callback, args = heapq.heappop(heap)
-            callback(*args)  # may call at(), which arms the timer for its own time
-        # the earliest pending event may precede whatever a callback armed the timer for
-        if heap and heap[0][0] < self._timer_when:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer_when = heap[0][0]
-            self._timer = asyncio.get_running_loop().call_at(self._timer_when, self._fire)
-
-
-class SimNetwork(LocalNetwork):
-    """The ``local`` transport on a simulated cluster: RMA operations complete, and control
-    writes are noticed, at the times :class:`NetworkModel` gives.  Run ranks on it with
-    :func:`run_simulated` (it needs a :class:`VirtualClockLoop` for meaningful times)."""
-
-    def __init__(self, topology: Topology, params: NetworkParams | None = None) -> None:
-        self.model = NetworkModel(topology, params)
-        super().__init__(topology.size, op_delay=self._op_delay)
-        self.events = EventQueue()
-
-    @property
-    def counters(self) -> list[RankCounters]:
-        return self.model.counters
-
-    def _op_delay(self, origin: int, op: RmaOp) -> float:
-        now = asyncio.get_running_loop().time()
-        # never 0: local.py applies zero-delay ops inside issue(), we want them on the clock
-        return max(self.model.rma(origin, op, now) - now, 1e-12)
-
-    def control_write(self, src: int, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
-        """A one-sided control write: it lands after the model's wire time, and the destination's
-        engine acts on it once the destination's CPU has spent ``o`` noticing it."""
-        now = asyncio.get_running_loop().time()
-        self.model.counters[src].packets += 1
-        arrival = self.model.send(src, dest, CONTROL_BYTES, now)
-        self.events.at_fifo((src, dest, 0), arrival, self._landed, dest, win_id, index, op, value)
-
-    def _landed(self, dest: int, win_id: int, index: int, op: AtomicOp, value: int) -> None:
-        self._apply_write(dest, win_id, index, op, value, report=False)
-        seen = self.model.receive(dest, asyncio.get_running_loop().time())
-        self.events.at(seen, self._report_change, dest, win_id)
-
-    def control_fetch(
-        self, src: int, dest: int, win_id: int, token: int, index: int, op: AtomicOp, value: int, compare: int
-    ) -> int | None:
-        """A fetching atomic on a control word costs what a fetch_and_op of one word costs."""
-        now = asyncio.get_running_loop().time()
-        word = np.zeros(1, np.int64)
-        done = self.model.rma(src, RmaOp(RmaKind.FETCH_AND_OP, dest, 0, origin=word, result=word), now)
-        self.events.at(done, self._fetch_done, src, dest, win_id, token, index, op, value, compare)
-        return None
-
-    def _fetch_done(
-        self, src: int, dest: int, win_id: int, token: int, index: int, op: AtomicOp, value: int, compare: int
-    ) -> None:
-        if self._control_of(dest, win_id) is None:
-            return  # freed meanwhile
-        old = self.apply_fetch(dest, win_id, index, op, value, compare)
-        sink = self.endpoints[src].sink
-        if sink is not None:
-            sink.fetched(win_id, token, old)
-
-
-# ------------------------------------------------------------------------- virtual clock
-
-
-class SimulationStalled(RuntimeError):
-    """The simulated program waits for something that can never happen: nothing is ready and no
-    timer is pending (a deadlock).  Raised out of the event loop instead of hanging."""
-
-
-class VirtualClockLoop(asyncio.SelectorEventLoop):
-    """An event loop on simulated time.  ``time()`` starts at 0 and only moves when no callback
-    is ready: then it jumps to the earliest timer.  Real I/O is still polled (without waiting).
-
-    Our own ~20 lines rather than the ``looptime`` package: looptime's pytest plugin patches every
-    pytest-asyncio loop of the whole test suite once installed, it spins no-op cycles before each
-    jump, and when nothing is scheduled it waits in real time; here a deadlock raises
-    :class:`SimulationStalled` at once.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._virtual_now = 0.0
-        self._real_select = self._selector.select
-        self._selector.select = self._select  # type: ignore[method-assign]
-
-    def time(self) -> float:
-        return self._virtual_now
-
-    def _select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        events = self._real_select(0)
-        if events or timeout == 0:
-            return events
-        if timeout is None:
-            raise SimulationStalled("every task waits and no timer is pending: the simulation is deadlocked")
-        self._virtual_now += timeout  # the loop asked to sleep until its next timer: be there now
-        return events
-
-
-def run_virtual(main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` to completion on a fresh :class:`VirtualClockLoop` and return its value."""
-    with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
-        return runner.run(main)
-
-
-def run_simulated(main: Callable[..., Awaitable[T]], network: SimNetwork, *args: Any) -> list[T]:
-    """Run ``main(comm, *args)`` on every rank of ``network`` (real aiorma ranks: Comm, windows,
-    engine) on a virtual clock; return the values, one per rank.  Like ``aiorma.run(...,
-    transport="local")``: if a rank raises, the others are cancelled and the error propagates."""
-    from ..runtime import run_ranks  # the transport layer must not import the API layer at module level
-
-    return run_virtual(run_ranks(main, args, network))
