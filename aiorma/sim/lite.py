@@ -150,3 +150,38 @@ class LiteWindow:
 def _finish(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+class LiteLanding:
+    """The signal half of :class:`~aiorma.collectives.landing.Landing` on lightweight ranks, so the
+    real flag-only collectives (:func:`aiorma.collectives.barrier.nway_barrier`) run here unchanged.
+
+    As in ``Landing``, a signal raises a per-pair monotonic count in the destination's flag slot for
+    the source (a put of the count: the pair's messages never overtake each other, so the slot only
+    grows), and waiting for the ``k``-th signal from a source waits until that slot holds ``k``.
+    Create one per rank from one :meth:`LiteFabric.allocate` group of ``size`` slots with
+    :meth:`group`."""
+
+    def __init__(self, win: LiteWindow) -> None:
+        if win.memory.size < win.size or win.memory.dtype != np.int64:
+            raise RmaTypeError(f"a lite landing needs {win.size} int64 flag slots per rank")
+        self.win = win
+        self.rank = win.rank
+        self.size = win.size
+        self._sent = [0] * win.size
+        self._expected = [0] * win.size
+
+    @classmethod
+    def group(cls, fabric: LiteFabric) -> list[LiteLanding]:
+        """One landing per rank of ``fabric`` (collective in spirit; costs no time)."""
+        return [cls(win) for win in fabric.allocate(fabric.size, np.int64)]
+
+    def signal(self, dst: int) -> None:
+        """Send a flag-only message to ``dst`` (issued now; nothing to wait for locally)."""
+        self._sent[dst] += 1
+        self.win.put(np.array([self._sent[dst]], dtype=np.int64), dst, self.rank)
+
+    def wait_signal(self, src: int) -> Request:
+        """The next signal from ``src``: finished once this rank has seen it arrive."""
+        self._expected[src] += 1
+        return self.win.wait_until(src, self._expected[src])
