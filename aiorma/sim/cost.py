@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..collectives.model import LogGP
 from ..collectives.topology import Topology
 from ..transport.base import RmaKind, RmaOp
 
@@ -77,6 +78,13 @@ class NetworkParams:
     multicast_latency: float = attrs.field(default=2.5e-6, validator=_non_negative)
     multicast_loss: float = attrs.field(default=0.0, validator=_probability)
     seed: int = 0
+
+    def loggp(self, flag_bytes: int = 8) -> LogGP:
+        """These parameters as the library's one analytic cost model
+        (:class:`aiorma.collectives.model.LogGP`, which the collectives select algorithms with),
+        for ranks one per node within a switch: the latency includes a ``flag_bytes`` flag's time
+        on the wire, a data message's extra cost ``d`` is 0 (its bytes cost ``G`` each)."""
+        return LogGP(L=self.L + flag_bytes * self.G, o=self.o, g=self.g, G=self.G, d=0.0)
 
 
 @attrs.define
