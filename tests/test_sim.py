@@ -1,5 +1,5 @@
 """The simulated network, the topology-aware tree builder and the simulated collectives
-(aiorma.sim.network, aiorma.collectives.topology, aiorma.sim).  All on virtual time: no
+(aiorma.sim, aiorma.collectives.topology).  All on virtual time: no
 assertion here depends on wall-clock speed."""
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 
 import aiorma
+from aiorma.collectives.barrier import nway_barrier
+from aiorma.collectives.bcast import knomial_bcast
+from aiorma.collectives.model import barrier_nway
 from aiorma.collectives.topology import (
     Topology,
     TreeCosts,
@@ -30,16 +33,13 @@ from aiorma.collectives.topology import (
     tree_depth,
     validate_tree,
 )
+from aiorma.errors import RmaRangeError
 from aiorma.sim import barrier, bcast_multicast, bcast_topology
-from aiorma.sim.network import (
-    EventQueue,
-    NetworkModel,
-    NetworkParams,
-    SimNetwork,
-    SimulationStalled,
-    run_simulated,
-    run_virtual,
-)
+from aiorma.sim.clock import EventQueue, SimulationStalled, run_virtual
+from aiorma.sim.cost import NetworkModel, NetworkParams
+from aiorma.sim.lite import LiteFabric, LiteLanding
+from aiorma.sim.network import SimNetwork
+from aiorma.sim.run import run_simulated
 from aiorma.transport.base import RmaKind, RmaOp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,10 +189,8 @@ def test_barrier_simulation_matches_logp_model(params: NetworkParams) -> None:
             assert run.rounds == math.ceil(math.log(size, n + 1) - 1e-9)
             assert max(run.exits) == pytest.approx(model, rel=0.01), (size, n)
             if params.g <= params.o + params.L:  # the closed form holds
-                rounds = range(run.rounds)
-                closed = sum(
-                    barrier.closed_form_round(barrier.round_peers(size, n, r), params) for r in rounds
-                )
+                # ... and it is the library's own model, the one the collectives choose n with
+                closed = barrier_nway(params.loggp(barrier.FLAG_BYTES), size, n)
                 assert model == pytest.approx(closed, rel=1e-9)
             peers = sum(barrier.round_peers(size, n, r) for r in range(run.rounds))
             assert set(run.puts_per_rank) == {peers}
@@ -323,6 +321,57 @@ def test_aware_bcast_is_not_slower_in_simulation(layout: str) -> None:
         assert r["aware_predicted_time"] == pytest.approx(r["aware_time"], rel=0.1)
 
 
+# ------------------------------------------------------------- lite ranks, real algorithms
+
+
+def _lite_run(size: int, body) -> list:
+    async def run() -> list:
+        landings = LiteLanding.group(LiteFabric(NetworkModel(Topology.flat(size))), slot_bytes=64)
+        return await asyncio.gather(*(body(ch) for ch in landings))
+
+    return run_virtual(run())
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 16, 37])
+@pytest.mark.parametrize("k", [2, 3])
+def test_real_knomial_bcast_on_lite_ranks_delivers_from_every_root(size: int, k: int) -> None:
+    payload = np.arange(1, 41, dtype=np.uint8)
+    for root in {0, size // 2, size - 1}:
+
+        async def body(ch: LiteLanding, root: int = root) -> np.ndarray:
+            buf = payload.copy() if ch.rank == root else np.zeros_like(payload)
+            await knomial_bcast(ch, buf, list(range(size)), root, k)
+            return buf
+
+        assert all(np.array_equal(b, payload) for b in _lite_run(size, body))
+
+
+def test_real_nway_barrier_on_lite_ranks_holds_until_the_last_enters() -> None:
+    size, late = 13, 7
+
+    async def body(ch: LiteLanding) -> float:
+        loop = asyncio.get_running_loop()
+        if ch.rank == late:
+            await asyncio.sleep(1e-3)
+        for _ in range(3):  # back to back: the per-pair counts keep calls apart
+            await nway_barrier(ch, 2)
+        return loop.time()
+
+    assert min(_lite_run(size, body)) >= 1e-3
+
+
+def test_lite_landing_refuses_a_message_larger_than_its_slot() -> None:
+    async def body(ch: LiteLanding) -> None:
+        if ch.rank == 0:
+            with pytest.raises(RmaRangeError):
+                ch.send(1, np.zeros(65, np.uint8))
+            with pytest.raises(RmaRangeError):
+                ch.recv(1, np.zeros(65, np.uint8))
+            assert ch.flags.memory.sum() == 0 and ch.data.memory.sum() == 0  # nothing was sent
+
+    _lite_run(2, body)
+
+
 # ----------------------------------------------------------------------------- multicast
 
 
@@ -347,14 +396,6 @@ def test_multicast_bcast_is_deterministic_for_a_seed() -> None:
     c = bcast_multicast.simulate_bcast("two-stage multicast", 64, NetworkParams(multicast_loss=0.3, seed=6))
     assert a == b
     assert a.finish != c.finish
-
-
-def test_binomial_children_match_the_tree_builder() -> None:
-    for size in (5, 16, 37):
-        for root in (0, 3):
-            tree = binomial_tree([(root + i) % size for i in range(size)])
-            for rank in range(size):
-                assert bcast_multicast.binomial_children(rank, root, size) == tree[rank]
 
 
 # ------------------------------------------------------------------------- full engine

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from .._cli import command_parser, plot_directory
-from .network import NetworkParams
+from .cost import NetworkParams
 
 
 class Progress:

@@ -1,18 +1,22 @@
 """Experiment ``barrier``: the n-way dissemination barrier (seed 003) at P = 2..1024, simulated.
 
-In round ``r`` every rank ``p`` puts the barrier's sequence number into the round's landing slots
-of ``p + i·(n+1)^r (mod P)`` for ``i = 1..n`` and waits until its own ``n`` slots of the round
-hold that number, put there by ``p - i·(n+1)^r``.  After round ``r`` a rank has (transitively)
-heard from ``(n+1)^(r+1)`` ranks, so ``ceil(log_{n+1} P)`` rounds suffice; in the last round a
-peer ``i·(n+1)^r >= P`` away would only repeat news, so it is skipped.  Slots hold monotonic
-sequence numbers and are compared with ``>=``, so back-to-back barriers need no reset.
+The barrier run is the library's own :func:`aiorma.collectives.barrier.nway_barrier`, on
+:class:`aiorma.sim.lite.LiteLanding` ranks (the signal half of the landing protocol).  In round ``r``
+every rank ``p`` signals ``p + i·(n+1)^r (mod P)`` for ``i = 1..n`` — one put of a per-pair
+monotonic count into the peer's flag slot for ``p`` — and waits for as many signals from
+``p - i·(n+1)^r``.  ``ceil(log_{n+1} P)`` rounds suffice; in the last round a peer
+``i·(n+1)^r >= P`` away would only repeat news, so it is skipped.
 
 The ranks are :mod:`aiorma.sim.lite` ranks on a flat cluster (one rank per node, one switch), so
 every message costs the same and the LogGP prediction follows one rank's timeline
 (:func:`barrier_time_model`): a round with ``k`` peers takes ``max(2k·o, 2o + (k-1)·a + d + L)``
 with ``a = max(o, g, d)`` and ``d = bytes / bandwidth`` — ``k`` send overheads back to back, the
 last message's wire time, and ``k`` receive overheads that queue behind the sends when ``k·o``
-exceeds the latency — plus any wait for the NIC gap left over from the round before.
+exceeds the latency — plus any wait for the NIC gap left over from the round before.  Each record
+compares the simulated time with the library's own analytic model,
+:func:`aiorma.collectives.model.barrier_nway` (the one ``Comm.barrier`` chooses ``n`` with), fed
+:meth:`NetworkParams.loggp`; ``barrier_time_model`` is the exact timeline the tests hold the
+simulation to, also when the NIC gap carries over between rounds (where the closed form is low).
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
-import numpy as np
 
+from ..collectives.barrier import nway_barrier
+from ..collectives.model import barrier_nway
+from ..collectives.schedules import nway_distances
 from ..collectives.topology import Topology
 from . import _report
-from .lite import LiteFabric, LiteWindow
-from .network import NetworkModel, NetworkParams, run_virtual
+from .clock import run_virtual
+from .cost import NetworkModel, NetworkParams
+from .lite import LiteFabric, LiteLanding
 
-FLAG_BYTES = 8  # one int64 sequence number per put
+FLAG_BYTES = 8  # one int64 count per signal
 
 DEFAULT_SIZES = [2, 3, 4, 5, 7, 8, 9, 16, 27, 32, 64, 100, 128, 243, 256, 500, 512, 729, 1000, 1024]
 DEFAULT_WAYS = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -48,26 +55,9 @@ def dissemination_rounds(size: int, n: int) -> int:
 
 
 def round_peers(size: int, n: int, r: int) -> int:
-    """How many peers each rank signals in round ``r`` (``n``, fewer in a last partial round)."""
-    return min(n, (size - 1) // (n + 1) ** r)
-
-
-async def nway_dissemination_barrier(win: LiteWindow, n: int, seq: int) -> int:
-    """Run one barrier (the ``seq``-th, counting from 1) on ``win``, which must hold
-    ``rounds * n`` int64 slots on every rank.  Returns the number of rounds executed."""
-    rank, size = win.rank, win.size
-    flag = np.array([seq], dtype=np.int64)
-    rounds, step = 0, 1
-    while step < size:
-        peers = round_peers(size, n, rounds)
-        base = rounds * n
-        for i in range(1, peers + 1):
-            win.put(flag, (rank + i * step) % size, base + i - 1)
-        for i in range(1, peers + 1):
-            await win.wait_until(base + i - 1, seq)
-        step *= n + 1
-        rounds += 1
-    return rounds
+    """How many peers each rank signals in round ``r`` of the real schedule
+    (:func:`aiorma.collectives.schedules.nway_distances`: ``n``, fewer in a last partial round)."""
+    return len(nway_distances(size, n)[r])
 
 
 def barrier_time_model(size: int, n: int, params: NetworkParams, nbytes: int = FLAG_BYTES) -> float:
@@ -98,12 +88,6 @@ def barrier_time_model(size: int, n: int, params: NetworkParams, nbytes: int = F
     return t
 
 
-def closed_form_round(k: int, params: NetworkParams, nbytes: int = FLAG_BYTES) -> float:
-    """One round of ``k`` peers when the NIC gap is not the bottleneck (see the model)."""
-    o, d = params.o, nbytes * params.G
-    return max(2 * k * o, 2 * o + (k - 1) * max(o, params.g, d) + d + params.L)
-
-
 @attrs.frozen
 class BarrierRun:
     rounds: int
@@ -129,24 +113,21 @@ def simulate_barrier(
 
     async def run() -> BarrierRun:
         loop = asyncio.get_running_loop()
-        fabric = LiteFabric(model)
-        wins = fabric.allocate(dissemination_rounds(size, n) * n, np.int64)
+        landings = LiteLanding.group(LiteFabric(model))
         entries = [0.0] * size
         exits = [0.0] * size
 
-        async def rank_main(rank: int) -> int:
+        async def rank_main(rank: int) -> None:
             if entry_delays is not None and entry_delays[rank] > 0:
                 await asyncio.sleep(entry_delays[rank])
-            rounds = 0
-            for seq in range(1, repeats + 1):
+            for _ in range(repeats):
                 entries[rank] = loop.time()
-                rounds = await nway_dissemination_barrier(wins[rank], n, seq)
+                await nway_barrier(landings[rank], n)
                 exits[rank] = loop.time()
-            return rounds
 
-        rounds = await asyncio.gather(*(rank_main(r) for r in range(size)))
+        await asyncio.gather(*(rank_main(r) for r in range(size)))
         return BarrierRun(
-            rounds=max(rounds),
+            rounds=len(nway_distances(size, n)),
             entries=tuple(entries),
             exits=tuple(exits),
             puts_per_rank=tuple(c.puts for c in model.counters),
@@ -158,7 +139,8 @@ def simulate_barrier(
 def record(size: int, n: int, params: NetworkParams) -> dict:
     run = simulate_barrier(size, n, params)
     time_sim = max(run.exits)
-    time_model = barrier_time_model(size, n, params)
+    # the prediction the runtime chooses n with (collectives.model), from the simulator's parameters
+    time_model = barrier_nway(params.loggp(FLAG_BYTES), size, n)
     return {
         "algorithm": "dissemination" if n == 1 else f"{n}-way dissemination",
         "P": size,

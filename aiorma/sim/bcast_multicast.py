@@ -8,7 +8,8 @@ predecessor, whichever comes first — it puts it to its successor (the root's p
 the put: the root is the source).  A rank that got the multicast is done after one put; a rank
 that lost it waits one "penalty round" per lost predecessor in a row, ``loss / (1 - loss)`` rounds
 on average, independent of P.  Compared with the binomial tree (reliable puts, ``ceil(log2 P)``
-rounds), whose time grows with P.
+rounds), whose time grows with P: the library's own :func:`aiorma.collectives.bcast.knomial_bcast`
+with ``k = 2`` on :class:`~aiorma.sim.lite.LiteLanding` ranks (a data put and a flag put per edge).
 
 Every run checks that every rank ends with exactly the root's payload.
 """
@@ -18,17 +19,17 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
 
 import attrs
 import numpy as np
 
+from ..collectives.bcast import knomial_bcast
 from ..collectives.topology import Topology
 from . import _report
-from .lite import LiteFabric, LiteWindow
-from .network import NetworkModel, NetworkParams, run_virtual
+from .clock import run_virtual
+from .cost import NetworkModel, NetworkParams
+from .lite import LiteFabric, LiteLanding, LiteWindow
 
 PAYLOAD_WORDS = 8  # 64-byte message, as in seed 002's small-message focus
 
@@ -52,40 +53,7 @@ async def two_stage_bcast(win: LiteWindow, root: int, seq: int) -> None:
         await win.put(message, successor)
 
 
-async def binomial_bcast(win: LiteWindow, root: int, seq: int) -> None:
-    """Reliable binomial-tree broadcast with puts (the baseline): a rank waits for its flag, then
-    puts the message to its children, largest subtree first."""
-    rank, size = win.rank, win.size
-    if rank == root:
-        win.memory[-1] = seq
-    else:
-        await win.wait_until(win.memory.size - 1, seq)
-    message = win.memory.copy()
-    sent = [win.put(message, child) for child in binomial_children(rank, root, size)]
-    if sent:
-        await sent[-1]
-
-
-def binomial_children(rank: int, root: int, size: int) -> list[int]:
-    """Children of ``rank`` in the binomial tree on relative ranks (same shape as
-    :func:`aiorma.collectives.topology.binomial_tree`), largest subtree first."""
-    v = (rank - root) % size
-    step = 1
-    while step < size:
-        step *= 2
-    children = []
-    step //= 2
-    while step >= 1:
-        if v % (2 * step) == 0 and v + step < size:
-            children.append((root + v + step) % size)
-        step //= 2
-    return children
-
-
-ALGORITHMS: dict[str, Callable[[LiteWindow, int, int], Coroutine[Any, Any, None]]] = {
-    "two-stage multicast": two_stage_bcast,
-    "binomial tree": binomial_bcast,
-}
+ALGORITHMS = ("two-stage multicast", "binomial tree")
 
 
 @attrs.frozen
@@ -97,22 +65,39 @@ class BcastRun:
 
 def simulate_bcast(algorithm: str, size: int, params: NetworkParams, root: int = 0) -> BcastRun:
     """One broadcast of a 64-byte message on ``size`` simulated ranks (flat cluster)."""
-    bcast = ALGORITHMS[algorithm]
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
     model = NetworkModel(Topology.flat(size), params)
     payload = np.random.default_rng(params.seed).integers(1, 2**62, PAYLOAD_WORDS, dtype=np.int64)
 
     async def run() -> BcastRun:
         loop = asyncio.get_running_loop()
-        wins = LiteFabric(model).allocate(PAYLOAD_WORDS + 1, np.int64)
-        wins[root].memory[:PAYLOAD_WORDS] = payload
+        fabric = LiteFabric(model)
         finish = [0.0] * size
+        if algorithm == "two-stage multicast":
+            wins = fabric.allocate(PAYLOAD_WORDS + 1, np.int64)
+            wins[root].memory[:PAYLOAD_WORDS] = payload
+            held = [w.memory[:PAYLOAD_WORDS] for w in wins]
+
+            async def bcast(rank: int) -> None:
+                await two_stage_bcast(wins[rank], root, 1)
+
+        else:
+            # the baseline is the library's own binomial broadcast (Comm.bcast's small-message tree)
+            landings = LiteLanding.group(fabric, slot_bytes=payload.nbytes)
+            held = [np.zeros_like(payload) for _ in range(size)]
+            held[root][:] = payload
+            group = list(range(size))
+
+            async def bcast(rank: int) -> None:
+                await knomial_bcast(landings[rank], held[rank].view(np.uint8), group, root, 2)
 
         async def rank_main(rank: int) -> None:
-            await bcast(wins[rank], root, 1)
+            await bcast(rank)
             finish[rank] = loop.time()
 
         await asyncio.gather(*(rank_main(r) for r in range(size)))
-        correct = all(np.array_equal(w.memory[:PAYLOAD_WORDS], payload) for w in wins)
+        correct = all(np.array_equal(h, payload) for h in held)
         return BcastRun(tuple(finish), correct, sum(c.multicast_copies_lost for c in model.counters))
 
     return run_virtual(run())

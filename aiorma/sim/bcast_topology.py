@@ -5,12 +5,13 @@ Each layout places the ranks differently on the nodes (block, round-robin across
 scattered at random) and some make half of the node links slow.  For each layout both trees are
 built (:func:`~aiorma.collectives.topology.default_bcast_tree` and
 :func:`~aiorma.collectives.topology.build_bcast_tree`), their inter-switch edges counted, and the
-broadcast run on the simulated network.  With ``--transport lite`` (the default) lightweight
-ranks put data and flag in one message per tree edge; with ``--transport engine`` real aiorma
-ranks — windows, the progress engine, GATS epochs — run on the
-:class:`~aiorma.sim.network.SimNetwork`: each rank posts to its parent and waits (its data is
-then in place), then starts an access epoch to its children, puts the message to each in the
-tree's order, and completes.  The time is when the last rank holds the data.
+broadcast run along each tree by the library's own :func:`aiorma.collectives.bcast.tree_bcast`
+(the algorithm ``Comm.bcast`` runs) on lightweight ranks (:class:`~aiorma.sim.lite.LiteLanding`:
+a data put and a flag put per edge), or with ``--transport engine`` by real aiorma ranks —
+windows, the progress engine, GATS epochs — on the :class:`~aiorma.sim.network.SimNetwork`: each
+rank posts to its parent and waits (its data is then in place), then starts an access epoch to
+its children, puts the message to each in the tree's order, and completes.  The time is when the
+last rank holds the data.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from ..collectives.bcast import tree_bcast as coll_tree_bcast
 from ..collectives.topology import (
     Topology,
     Tree,
@@ -38,8 +40,11 @@ from ..collectives.topology import (
 )
 from ..comm import Comm
 from . import _report
-from .lite import LiteFabric, LiteWindow
-from .network import NetworkModel, NetworkParams, SimNetwork, run_simulated, run_virtual
+from .clock import run_virtual
+from .cost import NetworkModel, NetworkParams
+from .lite import LiteFabric, LiteLanding
+from .network import SimNetwork
+from .run import run_simulated
 
 NODES, SWITCHES = 64, 4
 FAST = 12.5e9  # bytes/s of a fast node link (the model's nominal G)
@@ -84,15 +89,16 @@ def make_layout(name: str, seed: int = 0) -> Topology:
 
 
 def lite_tree_costs(params: NetworkParams) -> TreeCosts:
-    """The tree builder's cost model calibrated on the simulated network for one put per child
-    (data and flag together): ``o`` of CPU per message, the NIC's gap ``g``, and the child sees
-    its flag after the wire latency and its own ``o``."""
+    """The tree builder's cost model calibrated on the simulated network for the landing protocol
+    on lightweight ranks (:class:`~aiorma.sim.lite.LiteLanding`): per child a data put and a flag
+    put, each ``o`` of CPU and one NIC gap ``g``; the child notices both (``o`` each) and acts on
+    the flag."""
     return TreeCosts(
-        overhead=params.o,
-        gap=params.g,
-        latency_node=params.L_intra_node + params.o,
-        latency_switch=params.L + params.o,
-        latency_inter_switch=params.L_inter_switch + params.o,
+        overhead=2 * params.o,
+        gap=max(2 * params.o, 2 * params.g),
+        latency_node=params.L_intra_node + 2 * params.o,
+        latency_switch=params.L + 2 * params.o,
+        latency_inter_switch=params.L_inter_switch + 2 * params.o,
         bandwidth=1.0 / params.G if params.G else math.inf,
     )
 
@@ -122,19 +128,6 @@ def _payload(nbytes: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(1, 2**62, max(1, nbytes // 8), dtype=np.int64)
 
 
-async def tree_bcast(win: LiteWindow, tree: Tree, root: int, seq: int) -> None:
-    """Broadcast along ``tree``: a rank waits until its flag (the window's last word) reaches
-    ``seq``, then puts the whole message — payload and flag in one put — to each child in order."""
-    if win.rank == root:
-        win.memory[-1] = seq
-    else:
-        await win.wait_until(win.memory.size - 1, seq)
-    message = win.memory.copy()
-    sent = [win.put(message, child) for child in tree[win.rank]]
-    if sent:
-        await sent[-1]
-
-
 def time_trees_lite(
     topology: Topology, trees: Sequence[Tree], root: int, nbytes: int, params: NetworkParams
 ) -> list[TreeTiming]:
@@ -146,17 +139,20 @@ def time_trees_lite(
 
         async def run(tree: Tree = tree, model: NetworkModel = model) -> TreeTiming:
             loop = asyncio.get_running_loop()
-            wins = LiteFabric(model).allocate(payload.size + 1, np.int64)
-            wins[root].memory[:-1] = payload
+            landings = LiteLanding.group(LiteFabric(model), slot_bytes=payload.nbytes)
+            bufs = [np.zeros_like(payload) for _ in range(topology.size)]
+            bufs[root][:] = payload
+            parent_of = {c: p for p, cs in tree.items() for c in cs}
             finish = [0.0] * topology.size
 
             async def rank_main(rank: int) -> None:
-                await tree_bcast(wins[rank], tree, root, 1)
+                data = bufs[rank].view(np.uint8)
+                await coll_tree_bcast(landings[rank], data, parent_of.get(rank), tree[rank])
                 finish[rank] = loop.time()
 
             await asyncio.gather(*(rank_main(r) for r in range(topology.size)))
             held = [0.0 if r == root else t for r, t in enumerate(finish)]
-            return TreeTiming(tuple(held), all(np.array_equal(w.memory[:-1], payload) for w in wins))
+            return TreeTiming(tuple(held), all(np.array_equal(b, payload) for b in bufs))
 
         timings.append(run_virtual(run()))
     return timings

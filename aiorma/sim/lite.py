@@ -3,7 +3,7 @@
 The full engine costs O(P²) control writes per fence (every rank tells every other), which is
 fine up to a few dozen ranks but not for evaluating collectives at P = 1024.  Here a window is a
 numpy array per rank and a put is a real write into the target's array, delivered at the time the
-:class:`~aiorma.sim.network.NetworkModel` gives; nothing else is modelled (no epochs, no
+:class:`~aiorma.sim.cost.NetworkModel` gives; nothing else is modelled (no epochs, no
 locks).  The collectives run on it are real executions of their message pattern: each put is
 booked on the model and each rank learns of data only by watching its own memory.
 
@@ -15,18 +15,23 @@ receive overhead ``o`` of its CPU (booked at the arrival, in time order).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import RmaRangeError, RmaTypeError
 from ..request import Request
-from .network import EventQueue, NetworkModel
+from .clock import EventQueue
+from .cost import NetworkModel
+
+#: ``consume(slot, lo, hi)``: the receiver's use of a landed message (as in ``Landing.recv_with``).
+Consume = Callable[[np.ndarray, int, int], None]
 
 
 class LiteFabric:
     """``model.size`` lightweight ranks sharing one simulated network and one event queue.
-    Use inside a :class:`~aiorma.sim.network.VirtualClockLoop` (``run_virtual``)."""
+    Use inside a :class:`~aiorma.sim.clock.VirtualClockLoop` (``run_virtual``)."""
 
     def __init__(self, model: NetworkModel) -> None:
         self.model = model
@@ -149,3 +154,100 @@ class LiteWindow:
 def _finish(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+class LiteLanding:
+    """:class:`~aiorma.collectives.landing.Landing`'s interface on lightweight ranks — ``rank``,
+    ``size``, ``signal``/``wait_signal``, ``chunks``, ``send``, ``recv``, ``recv_with`` — so the
+    library's real collective algorithms (:func:`aiorma.collectives.barrier.nway_barrier`,
+    :func:`aiorma.collectives.bcast.tree_bcast`, ``knomial_bcast``, ...) run here unchanged.
+
+    As in ``Landing``: a signal raises a per-pair monotonic count in the destination's flag slot for
+    the source (a put of the count; one pair's messages never overtake each other, so the slot only
+    grows), and the ``k``-th signal from a source has arrived once that slot holds ``k``.  A data
+    message is a put of its bytes into the destination's landing slot for the source, then a put
+    of the pair's message count into a second flag (data before flag, by the pair's FIFO order).
+
+    Simplifications, all deliberate for thousand-rank runs: a message is one chunk (slots hold
+    ``slot_bytes``, the largest message an experiment sends), and there are no credits, so a pair
+    may have only one data message in flight — each experiment sends one message per pair.
+    """
+
+    def __init__(self, flags: LiteWindow, data: LiteWindow, slot_bytes: int) -> None:
+        size = flags.size
+        if flags.memory.size < 2 * size or flags.memory.dtype != np.int64:
+            raise RmaTypeError(f"a lite landing needs {2 * size} int64 flag slots per rank")
+        if data.memory.size < size * slot_bytes or data.memory.dtype != np.uint8:
+            raise RmaTypeError(f"a lite landing needs {size} uint8 slots of {slot_bytes} bytes per rank")
+        self.flags = flags
+        self.data = data
+        self.rank = flags.rank
+        self.size = size
+        self.slot_bytes = slot_bytes
+        self.SIG, self.DATA = 0, size
+        self._sig_sent = [0] * size
+        self._sig_expected = [0] * size
+        self._msg_sent = [0] * size
+        self._msg_expected = [0] * size
+        self._done = asyncio.get_running_loop().create_future()
+        self._done.set_result(None)
+
+    @classmethod
+    def group(cls, fabric: LiteFabric, slot_bytes: int = 0) -> list[LiteLanding]:
+        """One landing per rank of ``fabric`` (collective in spirit; costs no time)."""
+        if slot_bytes < 0:
+            raise ValueError(f"slot_bytes must be >= 0, not {slot_bytes}")
+        flags = fabric.allocate(2 * fabric.size, np.int64)
+        data = fabric.allocate(fabric.size * slot_bytes, np.uint8)
+        return [cls(f, d, slot_bytes) for f, d in zip(flags, data, strict=True)]
+
+    # ------------------------------------------------------------------ signals
+
+    def signal(self, dst: int) -> None:
+        """Send a flag-only message to ``dst`` (issued now; nothing to wait for locally)."""
+        self._sig_sent[dst] += 1
+        self.flags.put(np.array([self._sig_sent[dst]], dtype=np.int64), dst, self.SIG + self.rank)
+
+    def wait_signal(self, src: int) -> Request:
+        """The next signal from ``src``: finished once this rank has seen it arrive."""
+        self._sig_expected[src] += 1
+        return self.flags.wait_until(self.SIG + src, self._sig_expected[src])
+
+    # --------------------------------------------------------------------- data
+
+    def chunks(self, nbytes: int) -> int:
+        return 1 if nbytes else 0
+
+    def send(self, dst: int, data: np.ndarray) -> Awaitable[None]:
+        """Send the bytes of ``data`` (1-D uint8) to ``dst``; the awaitable finishes at local
+        completion of the flag put (``data`` may then be reused)."""
+        nbytes = int(data.size)
+        if nbytes == 0:
+            return self._done
+        if nbytes > self.slot_bytes:
+            raise RmaRangeError(f"a message of {nbytes} bytes exceeds the landing slot of {self.slot_bytes}")
+        self.data.put(data, dst, self.rank * self.slot_bytes)
+        self._msg_sent[dst] += 1
+        return self.flags.put(np.array([self._msg_sent[dst]], dtype=np.int64), dst, self.DATA + self.rank)
+
+    def recv(self, src: int, out: np.ndarray) -> Awaitable[None]:
+        """Receive ``out.size`` bytes from ``src`` into ``out`` (1-D uint8)."""
+
+        def copy(slot: np.ndarray, lo: int, hi: int) -> None:
+            out[lo:hi] = slot
+
+        return self.recv_with(src, int(out.size), copy)
+
+    def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
+        """Receive ``nbytes`` from ``src``, handing them to ``consume(slot, 0, nbytes)``."""
+        if nbytes == 0:
+            return self._done
+        if nbytes > self.slot_bytes:
+            raise RmaRangeError(f"a message of {nbytes} bytes exceeds the landing slot of {self.slot_bytes}")
+        self._msg_expected[src] += 1
+        return self._recv(src, nbytes, consume, self._msg_expected[src])
+
+    async def _recv(self, src: int, nbytes: int, consume: Consume, ordinal: int) -> None:
+        await self.flags.wait_until(self.DATA + src, ordinal)
+        lo = src * self.slot_bytes
+        consume(self.data.memory[lo : lo + nbytes], 0, nbytes)
