@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import enum
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from .states import EPOCH_TRANSITIONS, TARGET_TRANSITIONS, EpochPhase, TargetPhase
 
@@ -27,8 +29,12 @@ other step is an internal error that fails the window (`EngineFailure`).
 """
 
 
+_Phase = TypeVar("_Phase", bound=enum.Enum)
+_Step = TypeVar("_Step", bound=enum.Enum)
+
+
 def mermaid(
-    transitions: dict[tuple[enum.Enum, enum.Enum], enum.Enum], initial: enum.Enum, final: enum.Enum | None
+    transitions: Mapping[tuple[_Phase, _Step], _Phase], initial: _Phase, final: _Phase | None
 ) -> str:
     """One Mermaid ``stateDiagram-v2`` block for ``transitions``, arrows in table order."""
     lines = ["```mermaid", "stateDiagram-v2", f"    [*] --> {initial.name}"]
@@ -42,8 +48,8 @@ def mermaid(
 
 def render() -> str:
     """The whole Markdown file."""
-    epoch = mermaid(dict(EPOCH_TRANSITIONS), EpochPhase.DEFERRED, EpochPhase.COMPLETED)
-    target = mermaid(dict(TARGET_TRANSITIONS), TargetPhase.WAITING, None)
+    epoch = mermaid(EPOCH_TRANSITIONS, EpochPhase.DEFERRED, EpochPhase.COMPLETED)
+    target = mermaid(TARGET_TRANSITIONS, TargetPhase.WAITING, None)
     return (
         f"{_HEADER}\n## An epoch (`EpochPhase`, `EPOCH_TRANSITIONS`)\n\n{epoch}\n\n"
         f"## One target of an access epoch (`TargetPhase`, `TARGET_TRANSITIONS`)\n\n{target}\n"

@@ -631,8 +631,8 @@ class WindowEngine:
                     access.rank,
                     exclusive,
                     self._lock_counts[access.rank],
-                    on_granted=lambda e=epoch, a=access: self._lock_granted(e, a),
-                    on_released=lambda e=epoch, a=access: self._lock_released(e, a),
+                    on_granted=functools.partial(self._lock_granted, epoch, access),
+                    on_released=functools.partial(self._lock_released, epoch, access),
                 )
                 access.lock = self._locks[access.rank] = lock
                 lock.acquire()
