@@ -73,6 +73,10 @@ def _slot(kind: EpochKind, rank: int | None = None) -> _Slot:
     return (kind, rank if kind is EpochKind.LOCK else None)
 
 
+def _slot_of(epoch: Epoch) -> _Slot:
+    return _slot(epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
+
+
 def _application_call(method: Callable[_P, _R]) -> Callable[_P, _R]:
     """Guard an application call like a network event: a usage error (raised by the checks,
     before anything changed) reaches the caller as is; any other exception is an internal
@@ -531,13 +535,13 @@ class WindowEngine:
         if epoch.is_access:
             epoch.access = {r: AccessTarget(r) for r in group}
         self._deferred.append(epoch)
-        self._open[_slot(kind, group[0] if group else None)] = epoch
+        self._open[_slot_of(epoch)] = epoch
         self._record("open", epoch)
         return epoch
 
     def _close(self, epoch: Epoch, token: int) -> None:
         epoch.close_token = token
-        del self._open[_slot(epoch.kind, epoch.group[0] if epoch.group else None)]
+        del self._open[_slot_of(epoch)]
         self._move_epoch(epoch, EpochStep.CLOSE)
         self._advance(epoch)
 
