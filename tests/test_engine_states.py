@@ -6,12 +6,13 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import attrs
 import pytest
 
 from aiorma.constants import MODE_NOSUCCEED
 from aiorma.engine import diagram
 from aiorma.engine.epochs import AccessTarget, Epoch
-from aiorma.engine.rules import EpochKind
+from aiorma.engine.rules import EpochKind, ReorderFlag
 from aiorma.engine.states import (
     EPOCH_TRANSITIONS,
     TARGET_TRANSITIONS,
@@ -180,3 +181,11 @@ def test_the_diagram_check_notices_a_stale_file(tmp_path: Path) -> None:
     assert diagram.main(["--check", "--out", str(stale)]) == 1
     assert diagram.main(["--out", str(stale)]) == 0
     assert diagram.main(["--check", "--out", str(stale)]) == 0
+
+
+def test_each_reorder_flag_is_one_info_field() -> None:
+    """The engine's ReorderFlag values name Info's fields, one for one (the public keys stay)."""
+    assert {flag.value for flag in ReorderFlag} == {field.name for field in attrs.fields(Info)}
+    for flag in ReorderFlag:
+        assert flag.enabled(Info(**{flag.value: True}))
+        assert not flag.enabled(Info())
