@@ -139,20 +139,20 @@ class Window:
     def flush(self, rank: int) -> Request:
         """Completes when the RMA issued so far to ``rank`` in this epoch is complete there."""
         self._check_open()
-        return self._call(self._engine.flush(self._sync_rank(rank)), "flush")
+        return self._call(self._engine.flush(rank), "flush")
 
     def flush_local(self, rank: int) -> Request:
         """Completes when the RMA issued so far to ``rank`` is locally complete."""
         self._check_open()
-        return self._call(self._engine.flush(self._sync_rank(rank), local_only=True), "flush_local")
+        return self._call(self._engine.flush(rank), "flush_local")
 
     def flush_all(self) -> Request:
         self._check_open()
-        return self._call(self._engine.flush(None), "flush_all")
+        return self._call(self._engine.flush_all(), "flush_all")
 
     def flush_local_all(self) -> Request:
         self._check_open()
-        return self._call(self._engine.flush(None, local_only=True), "flush_local_all")
+        return self._call(self._engine.flush_all(), "flush_local_all")
 
     # i-prefixed aliases for readers coming from the seed's MPI_WIN_I* proposal.
     ifence, ipost, istart, icomplete, iwait = fence, post, start, complete, wait
@@ -267,13 +267,6 @@ class Window:
         if self._driver.engines.get(self._engine.win_id) is not self._engine:
             # Only Comm._close (the end of aiorma.run) drops a live engine from the driver.
             raise CommClosedError("the window's Comm is closed: its aiorma.run returned before free()")
-
-    @staticmethod
-    def _sync_rank(rank: Any) -> Any:
-        # The engine's _check_rank refuses bools and non-integers; None would mean "every rank".
-        if rank is None:
-            raise RmaRangeError("rank None is not a rank (flush_all / flush_local_all flush every rank)")
-        return rank
 
     def _origin(self, origin: Any) -> np.ndarray:
         self._check_open()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: set up .venv, lint, then every test (local transport and real mpiexec runs).
+# The test command: set up .venv, lint, type-check, then every test (local transport and real mpiexec runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./dev/setup.sh
 .venv/bin/ruff check aiorma tests examples
+.venv/bin/mypy  # config in pyproject.toml: the package, the engine strictly
 exec .venv/bin/python -m pytest "$@"

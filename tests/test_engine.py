@@ -165,7 +165,7 @@ ILLEGAL = [
     ("unlock_all without lock_all", EpochError, lambda e: e.unlock_all()),
     ("rma outside an epoch", EpochError, lambda e: e.rma(1, "x")),
     ("flush outside a lock epoch", EpochError, lambda e: e.flush(1)),
-    ("flush_all outside a lock epoch", EpochError, lambda e: e.flush(None)),
+    ("flush_all outside a lock epoch", EpochError, lambda e: e.flush_all()),
     ("rank out of range", RmaRangeError, lambda e: e.lock(2)),
     ("negative rank", RmaRangeError, lambda e: e.rma(-1, "x")),
     ("bool rank", RmaRangeError, lambda e: e.lock(True)),
@@ -672,7 +672,7 @@ def test_flush_local_is_answered_like_flush_by_remote_completion() -> None:
     net[0].lock(1)
     net.settle()
     x = net[0].rma(1, "x")
-    fl = net[0].flush(1, local_only=True)
+    fl = net[0].flush(1)
     f = net[0].flush(1)
     net.settle()
     assert net.payloads(0) == ["x"]
@@ -715,7 +715,7 @@ def test_flush_all_covers_every_locked_target() -> None:
     net.settle()
     a = net[0].rma(1, "a")
     b = net[0].rma(2, "b")
-    f = net[0].flush(None)
+    f = net[0].flush_all()
     net.settle()
     assert [(op.token, op.target) for op in net.issued[0]] == [(a, 1), (b, 2)]
     assert net.flush_requests[0] == [FlushTarget(1, 1), FlushTarget(2, 1)]

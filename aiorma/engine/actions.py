@@ -23,7 +23,8 @@ class ControlWrite(NamedTuple):
     """
 
     dest: int
-    index: int
+    # mypy: the field shadows tuple.index; NamedTuple allows it and no caller uses tuple.index.
+    index: int  # type: ignore[assignment]
     op: AtomicOp
     value: int
 
@@ -34,7 +35,7 @@ class ControlFetch(NamedTuple):
 
     token: int
     dest: int
-    index: int
+    index: int  # type: ignore[assignment]  # as in ControlWrite
     op: AtomicOp
     value: int = 0
     compare: int = 0

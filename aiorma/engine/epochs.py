@@ -9,6 +9,14 @@ import attrs
 from ..constants import LockType
 from .lock_protocol import QueueLock
 from .rules import ACCESS_KINDS, EpochKind, EpochState
+from .states import (
+    ACTIVATED_PHASES,
+    CLOSED_OUT_PHASES,
+    CLOSED_PHASES,
+    GRANTED_PHASES,
+    EpochPhase,
+    TargetPhase,
+)
 
 
 @attrs.define(eq=False)
@@ -17,7 +25,7 @@ class AccessTarget:
 
     rank: int
     ordinal: int = 0  # this access's number towards `rank` (0 until activation)
-    granted: bool = False
+    phase: TargetPhase = TargetPhase.WAITING  # moved only by WindowEngine._move_target
     # RMA calls recorded while the epoch is deferred or not yet granted: (token, payload), in
     # call order; replayed at the grant.
     queued: list[tuple[int, Any]] = attrs.field(factory=list)
@@ -26,11 +34,22 @@ class AccessTarget:
     # the access's RMA is remotely complete once the target's flushed watermark reaches it.
     last_seq: int = 0
     lock: QueueLock | None = None  # the lock request (lock/lock_all epochs without NOCHECK)
-    closed_out: bool = False  # done sent / lock released
+
+    @property
+    def granted(self) -> bool:
+        """The target granted this access (its RMA is issued as called)."""
+        return self.phase in GRANTED_PHASES
+
+    @property
+    def closed_out(self) -> bool:
+        """The "done" is sent or the lock released."""
+        return self.phase in CLOSED_OUT_PHASES
 
 
 @attrs.define(eq=False)
 class Epoch:
+    """One epoch on this process; its life is :mod:`.states`."""
+
     id: int
     kind: EpochKind
     group: tuple[int, ...]
@@ -40,12 +59,23 @@ class Epoch:
     open_token: int
     lock_type: LockType = LockType.SHARED
     fence_ordinal: int = 0
-    state: EpochState = EpochState.DEFERRED
-    closed: bool = False
+    phase: EpochPhase = EpochPhase.DEFERRED  # moved only by WindowEngine._move_epoch
     close_token: int = 0
     access: dict[int, AccessTarget] = attrs.field(factory=dict)
     expected_done: dict[int, int] = attrs.field(factory=dict)  # exposure: origin -> ordinal
     fence_done_sent: bool = False
+
+    @property
+    def state(self) -> EpochState:
+        """The engine's view of the phase: deferred, active or completed."""
+        if self.phase in ACTIVATED_PHASES:
+            return EpochState.ACTIVE
+        return EpochState.COMPLETED if self.phase is EpochPhase.COMPLETED else EpochState.DEFERRED
+
+    @property
+    def closed(self) -> bool:
+        """The program's view of the phase: closed by its closing call."""
+        return self.phase in CLOSED_PHASES
 
     @property
     def is_access(self) -> bool:

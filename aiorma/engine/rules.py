@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import enum
 
+from ..info import Info
+
 
 class EpochKind(enum.Enum):
     FENCE = "fence"
@@ -28,6 +30,8 @@ class EpochKind(enum.Enum):
 
 
 class EpochState(enum.Enum):
+    """The engine's view of an epoch's :class:`~.states.EpochPhase` (open or closed aside)."""
+
     DEFERRED = "deferred"  # opened, waiting for the activation rules; its calls are recorded
     ACTIVE = "active"  # activated by the engine; RMA is issued as targets grant access
     COMPLETED = "completed"  # RMA done and closing notifications sent
@@ -39,17 +43,29 @@ PASSIVE_KINDS = frozenset({EpochKind.LOCK, EpochKind.LOCK_ALL})
 # Rules 18–19.
 NEVER_REORDERED = frozenset({EpochKind.FENCE, EpochKind.LOCK_ALL})
 
-# Rules 12–17: (immediately preceding epoch, epoch to activate) -> Info flag that allows it.
-REORDER_FLAG: dict[tuple[EpochKind, EpochKind], str] = {
-    (EpochKind.START, EpochKind.START): "access_after_access_reorder",  # 12
-    (EpochKind.LOCK, EpochKind.START): "access_after_access_reorder",  # 12
-    (EpochKind.START, EpochKind.LOCK): "access_after_access_reorder",  # 13
-    (EpochKind.LOCK, EpochKind.LOCK): "access_after_access_reorder",  # 13
-    (EpochKind.POST, EpochKind.START): "access_after_exposure_reorder",  # 14
-    (EpochKind.POST, EpochKind.LOCK): "access_after_exposure_reorder",  # 15
-    (EpochKind.POST, EpochKind.POST): "exposure_after_exposure_reorder",  # 16
-    (EpochKind.START, EpochKind.POST): "exposure_after_access_reorder",  # 17
-    (EpochKind.LOCK, EpochKind.POST): "exposure_after_access_reorder",  # 17
+class ReorderFlag(enum.Enum):
+    """The four reorder flags; the value is the :class:`~aiorma.info.Info` field that holds it."""
+
+    ACCESS_AFTER_ACCESS = "access_after_access_reorder"
+    ACCESS_AFTER_EXPOSURE = "access_after_exposure_reorder"
+    EXPOSURE_AFTER_EXPOSURE = "exposure_after_exposure_reorder"
+    EXPOSURE_AFTER_ACCESS = "exposure_after_access_reorder"
+
+    def enabled(self, info: Info) -> bool:
+        return bool(getattr(info, self.value))
+
+
+# Rules 12–17: (immediately preceding epoch, epoch to activate) -> the flag that allows it.
+REORDER_FLAG: dict[tuple[EpochKind, EpochKind], ReorderFlag] = {
+    (EpochKind.START, EpochKind.START): ReorderFlag.ACCESS_AFTER_ACCESS,  # 12
+    (EpochKind.LOCK, EpochKind.START): ReorderFlag.ACCESS_AFTER_ACCESS,  # 12
+    (EpochKind.START, EpochKind.LOCK): ReorderFlag.ACCESS_AFTER_ACCESS,  # 13
+    (EpochKind.LOCK, EpochKind.LOCK): ReorderFlag.ACCESS_AFTER_ACCESS,  # 13
+    (EpochKind.POST, EpochKind.START): ReorderFlag.ACCESS_AFTER_EXPOSURE,  # 14
+    (EpochKind.POST, EpochKind.LOCK): ReorderFlag.ACCESS_AFTER_EXPOSURE,  # 15
+    (EpochKind.POST, EpochKind.POST): ReorderFlag.EXPOSURE_AFTER_EXPOSURE,  # 16
+    (EpochKind.START, EpochKind.POST): ReorderFlag.EXPOSURE_AFTER_ACCESS,  # 17
+    (EpochKind.LOCK, EpochKind.POST): ReorderFlag.EXPOSURE_AFTER_ACCESS,  # 17
 }
 
 
@@ -78,7 +94,7 @@ MAY_OVERLAP = frozenset(
 )
 
 
-def reorder_flag(previous: EpochKind, later: EpochKind) -> str | None:
+def reorder_flag(previous: EpochKind, later: EpochKind) -> ReorderFlag | None:
     """The Info flag that lets ``later`` activate while ``previous`` is active, if any."""
     if previous in NEVER_REORDERED or later in NEVER_REORDERED:
         return None

@@ -18,14 +18,21 @@ Notifications are one-sided (seed 001 §5.7.3): a grant, a "done" or a fence not
 engine learns of its peers' notifications by reading its own region, which it is handed as an
 array, when told :meth:`WindowEngine.control_changed`.  Locks are taken and released with remote
 atomics on the target's lock words (:mod:`.lock_protocol`): the target's engine plays no part.
+
+An epoch's life and each target's are tables in :mod:`.states` (read its theory of operation
+first); :meth:`WindowEngine._move_epoch` and :meth:`WindowEngine._move_target` are the only places
+that change them.  Every public method is guarded: an internal inconsistency (an illegal step)
+fails the window with :class:`EngineFailure`, while a refused application call raises its usage
+error and changes nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import attrs
 import numpy as np
@@ -49,10 +56,46 @@ from .rules import (
     NEVER_REORDERED,
     PASSIVE_KINDS,
     EpochKind,
-    EpochState,
     ExtraCondition,
     reorder_flag,
 )
+from .states import EPOCH_TRANSITIONS, TARGET_TRANSITIONS, EpochPhase, EpochStep, TargetPhase, TargetStep
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+#: An open epoch's place in :attr:`WindowEngine._open`: its kind, and its target for a lock epoch
+#: (several lock epochs towards different ranks may be open at once; one of every other kind).
+_Slot = tuple[EpochKind, int | None]
+
+
+def _slot(kind: EpochKind, rank: int | None = None) -> _Slot:
+    return (kind, rank if kind is EpochKind.LOCK else None)
+
+
+def _slot_of(epoch: Epoch) -> _Slot:
+    return _slot(epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
+
+
+def _application_call(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Guard an application call like a network event: a usage error (raised by the checks,
+    before anything changed) reaches the caller as is; any other exception is an internal
+    inconsistency that fails the window for good and is raised as the window's failure."""
+
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except RmaUsageError:
+            raise
+        except Exception as exc:
+            engine = args[0]
+            assert isinstance(engine, WindowEngine)
+            if exc is engine.failure:
+                raise  # the window had already failed (_check_usable)
+            raise engine._internal_error(exc) from exc
+
+    return call
 
 
 @attrs.define(eq=False)
@@ -104,12 +147,9 @@ class WindowEngine:
         # looks only at the (few) active epochs, and holding N deferred epochs costs O(N) in all.
         self._active: list[Epoch] = []
         self._deferred: deque[Epoch] = deque()
-        self._exposure: Epoch | None = None  # open (application level) post epoch
-        self._gats_access: Epoch | None = None  # open start epoch
-        self._locks_open: dict[int, Epoch] = {}  # open lock epochs by target
-        self._lock_all: Epoch | None = None
-        self._fence: Epoch | None = None
-        self._open_epochs: dict[int, Epoch] = {}  # open at application level, by id (= opening order)
+        # Epochs open at application level, by kind (and target for lock epochs), in opening order
+        # (rule 3 reads the newest first).
+        self._open: dict[_Slot, Epoch] = {}
         self._last_kind: EpochKind | None = None
         self._fences_opened = 0
         self._fence_done_sent = 0
@@ -136,7 +176,7 @@ class WindowEngine:
 
     def open_epochs(self) -> list[Epoch]:
         """Epochs open at application level (not yet closed by the program), in opening order."""
-        return list(self._open_epochs.values())
+        return list(self._open.values())
 
     def live_epochs(self) -> list[Epoch]:
         """Epochs not yet completed internally, in opening order."""
@@ -144,6 +184,7 @@ class WindowEngine:
 
     # ------------------------------------------------------ application: active target
 
+    @_application_call
     def fence(self, assertion: int = 0) -> int:
         """Close the open fence epoch (unless MODE_NOPRECEDE) and open a new one (unless
         MODE_NOSUCCEED).  The token finishes when the closed epoch completes on this process —
@@ -151,7 +192,7 @@ class WindowEngine:
         nothing is closed, once the new epoch is activated."""
         self._check_usable()
         _check_assertion(assertion)
-        closing = self._fence
+        closing = self._open.get(_slot(EpochKind.FENCE))
         others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
         if others:
             raise EpochError(f"fence while a {others[0].kind.value} epoch is open")
@@ -165,7 +206,7 @@ class WindowEngine:
             self._close(closing, token)
         if opening:
             open_token = token if closing is None else self._new_token()
-            epoch = self._open(EpochKind.FENCE, tuple(range(self.size)), assertion, open_token)
+            epoch = self._open_epoch(EpochKind.FENCE, tuple(range(self.size)), assertion, open_token)
             epoch.fence_ordinal = self._fences_opened
             if closing is None:
                 # Tell peers they may reach this process in the new epoch.  After a closing fence
@@ -176,6 +217,7 @@ class WindowEngine:
             self._complete_token(token)
         return token
 
+    @_application_call
     def post(self, group: Iterable[int], assertion: int = 0) -> int:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
@@ -184,10 +226,11 @@ class WindowEngine:
         members = self._check_group(group)
         self._check_may_open(EpochKind.POST)
         token = self._new_token()
-        self._open(EpochKind.POST, members, assertion, token)
+        self._open_epoch(EpochKind.POST, members, assertion, token)
         self._activate_ready()
         return token
 
+    @_application_call
     def start(self, group: Iterable[int], assertion: int = 0) -> int:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
@@ -196,46 +239,50 @@ class WindowEngine:
         members = self._check_group(group)
         self._check_may_open(EpochKind.START)
         token = self._new_token()
-        self._open(EpochKind.START, members, assertion, token)
+        self._open_epoch(EpochKind.START, members, assertion, token)
         self._activate_ready()
         return token
 
+    @_application_call
     def complete(self) -> int:
         """Close the open start epoch.  Token: finished when its RMA is complete at every target
         and each target has been sent its "done"."""
         self._check_usable()
-        epoch = self._gats_access
+        epoch = self._open.get(_slot(EpochKind.START))
         if epoch is None:
             raise EpochError("complete() without a matching start()")
         token = self._new_token()
         self._close(epoch, token)
         return token
 
+    @_application_call
     def wait(self) -> int:
         """Close the open post epoch.  Token: finished when every origin in its group has
         completed its matching access epoch."""
         self._check_usable()
-        epoch = self._exposure
+        epoch = self._open.get(_slot(EpochKind.POST))
         if epoch is None:
             raise EpochError("wait() without a matching post()")
         token = self._new_token()
         self._close(epoch, token)
         return token
 
+    @_application_call
     def test(self) -> bool:
         """MPI_WIN_TEST: if the open post epoch has completed its exposure, close it and return
         True; otherwise change nothing and return False."""
         self._check_usable()
-        epoch = self._exposure
+        epoch = self._open.get(_slot(EpochKind.POST))
         if epoch is None:
             raise EpochError("test() without a matching post()")
-        if epoch.state is not EpochState.ACTIVE or not self._exposure_finished(epoch):
+        if epoch.phase is not EpochPhase.ACTIVE or not self._exposure_finished(epoch):
             return False
         self._close(epoch, self._new_token())
         return True
 
     # ----------------------------------------------------- application: passive target
 
+    @_application_call
     def lock(self, rank: int, lock_type: LockType = LockType.EXCLUSIVE, assertion: int = 0) -> int:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
@@ -248,27 +295,28 @@ class WindowEngine:
             raise RmaUsageError(
                 f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
             ) from None
-        if rank in self._locks_open:
+        if _slot(EpochKind.LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
         self._check_may_open(EpochKind.LOCK)
         token = self._new_token()
-        epoch = self._open(EpochKind.LOCK, (rank,), assertion, token, lock_type)
-        self._locks_open[rank] = epoch
+        self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
         self._activate_ready()
         return token
 
+    @_application_call
     def unlock(self, rank: int) -> int:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
         self._check_usable()
         rank = self._check_rank(rank)
-        epoch = self._locks_open.get(rank)
+        epoch = self._open.get(_slot(EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
         token = self._new_token()
         self._close(epoch, token)
         return token
 
+    @_application_call
     def lock_all(self, assertion: int = 0) -> int:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
@@ -276,39 +324,45 @@ class WindowEngine:
         _check_assertion(assertion)
         self._check_may_open(EpochKind.LOCK_ALL)
         token = self._new_token()
-        self._open(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
+        self._open_epoch(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
         self._activate_ready()
         return token
 
+    @_application_call
     def unlock_all(self) -> int:
         """Close the lock_all epoch.  Token: finished when all its RMA is complete at the targets
         and every lock is released."""
         self._check_usable()
-        epoch = self._lock_all
+        epoch = self._open.get(_slot(EpochKind.LOCK_ALL))
         if epoch is None:
             raise EpochError("unlock_all() without a matching lock_all()")
         token = self._new_token()
         self._close(epoch, token)
         return token
 
-    def flush(self, rank: int | None = None, *, local_only: bool = False) -> int:
-        """Flush the RMA calls made so far in the open passive-target epoch(s) towards ``rank``
-        (every target when ``rank`` is None).  Token: finished when they are complete at the
-        target.  ``local_only`` (flush_local) is accepted and answered the same way: remote
-        completion implies local completion, and MPI's flush is no slower than its flush_local
-        for the allocated windows aiorma uses."""
+    @_application_call
+    def flush(self, rank: int) -> int:
+        """Flush the RMA calls made so far in the open passive-target epoch towards ``rank``.
+        Token: finished when they are complete at the target.  It also answers flush_local:
+        remote completion implies local completion, and MPI's flush is no slower than its
+        flush_local for the allocated windows aiorma uses."""
         self._check_usable()
-        if rank is None:
-            epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
-            if not epochs:
-                raise EpochError("flush_all() outside a lock or lock_all epoch")
-            targets = [a for e in epochs for a in e.access.values()]
-        else:
-            rank = self._check_rank(rank)
-            epoch = self._access_epoch_for(rank, passive_only=True)
-            if epoch is None:
-                raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
-            targets = [epoch.access[rank]]
+        rank = self._check_rank(rank)
+        epoch = self._access_epoch_for(rank, passive_only=True)
+        if epoch is None:
+            raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
+        return self._add_flush_waiter([epoch.access[rank]])
+
+    @_application_call
+    def flush_all(self) -> int:
+        """:meth:`flush` towards every target of the open passive-target epochs."""
+        self._check_usable()
+        epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
+        if not epochs:
+            raise EpochError("flush_all() outside a lock or lock_all epoch")
+        return self._add_flush_waiter([a for e in epochs for a in e.access.values()])
+
+    def _add_flush_waiter(self, targets: list[AccessTarget]) -> int:
         token = self._new_token()
         needs = [(a, a.last_seq if a.granted else None) for a in targets if a.op_count]
         self._flush_waiters.append(_FlushWaiter(token, needs))
@@ -322,21 +376,31 @@ class WindowEngine:
         covers it (rule 3); it is issued at once (an :class:`IssueRma` action) if that epoch is
         active and granted, else when the grant arrives.  Token: the op's identity for the
         transport's local-completion report; the engine itself never finishes it."""
-        self._check_usable()
-        target = self._check_rank(target)
-        epoch = self._access_epoch_for(target)
-        if epoch is None:
-            raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
-        token = self._next_token
-        self._next_token += 1
-        access = epoch.access[target]
-        access.op_count += 1
-        if epoch.state is EpochState.ACTIVE and access.granted:
-            self._issue(epoch, access, token, payload)
-        else:
-            access.queued.append((token, payload))
-        return token
+        # Guarded as @_application_call would, inline: this is the hot path.
+        try:
+            self._check_usable()
+            target = self._check_rank(target)
+            epoch = self._access_epoch_for(target)
+            if epoch is None:
+                raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
+            token = self._next_token
+            self._next_token += 1
+            access = epoch.access[target]
+            access.op_count += 1
+            # A target is granted only once its epoch is active: no need to look at the epoch.
+            if access.phase is TargetPhase.GRANTED:
+                self._issue(epoch, access, token, payload)
+            else:
+                access.queued.append((token, payload))
+            return token
+        except RmaUsageError:
+            raise
+        except Exception as exc:
+            if exc is self.failure:
+                raise
+            raise self._internal_error(exc) from exc
 
+    @_application_call
     def free(self) -> int:
         """Refuse further calls and finish the token once every epoch has completed (rule 10b).
         Raises EpochError, changing nothing, while an epoch with RMA calls is still open."""
@@ -410,11 +474,7 @@ class WindowEngine:
         peer = self.peers[src]
         for epoch in self._live_of(EpochKind.FENCE):
             access = epoch.access[src]
-            if (
-                epoch.state is EpochState.ACTIVE
-                and not access.granted
-                and peer.fence_opened >= epoch.fence_ordinal
-            ):
+            if not access.granted and peer.fence_opened >= epoch.fence_ordinal:  # (live: active)
                 self._grant(epoch, access)
             self._advance(epoch)
 
@@ -447,7 +507,7 @@ class WindowEngine:
 
     # -------------------------------------------------------------- epoch life: open/close
 
-    def _open(
+    def _open_epoch(
         self,
         kind: EpochKind,
         group: tuple[int, ...],
@@ -457,8 +517,9 @@ class WindowEngine:
     ) -> Epoch:
         # An empty trailing fence epoch (fence() without MODE_NOSUCCEED) is closed for the
         # program rather than refusing the next epoch; one with RMA calls was refused earlier.
-        if kind is not EpochKind.FENCE and self._fence is not None:
-            self._close(self._fence, self._new_token())
+        fence = self._open.get(_slot(EpochKind.FENCE))
+        if kind is not EpochKind.FENCE and fence is not None:
+            self._close(fence, self._new_token())
         epoch = Epoch(
             id=self._next_epoch_id,
             kind=kind,
@@ -474,33 +535,14 @@ class WindowEngine:
         if epoch.is_access:
             epoch.access = {r: AccessTarget(r) for r in group}
         self._deferred.append(epoch)
-        self._open_epochs[epoch.id] = epoch
-        if kind is EpochKind.POST:
-            self._exposure = epoch
-        elif kind is EpochKind.START:
-            self._gats_access = epoch
-        elif kind is EpochKind.LOCK_ALL:
-            self._lock_all = epoch
-        elif kind is EpochKind.FENCE:
-            self._fence = epoch
+        self._open[_slot_of(epoch)] = epoch
         self._record("open", epoch)
         return epoch
 
     def _close(self, epoch: Epoch, token: int) -> None:
-        epoch.closed = True
         epoch.close_token = token
-        del self._open_epochs[epoch.id]
-        if epoch is self._exposure:
-            self._exposure = None
-        elif epoch is self._gats_access:
-            self._gats_access = None
-        elif epoch is self._lock_all:
-            self._lock_all = None
-        elif epoch is self._fence:
-            self._fence = None
-        elif epoch.kind is EpochKind.LOCK:
-            del self._locks_open[epoch.group[0]]
-        self._record("close", epoch)
+        del self._open[_slot_of(epoch)]
+        self._move_epoch(epoch, EpochStep.CLOSE)
         self._advance(epoch)
 
     # ------------------------------------------------------------ epoch life: activation
@@ -532,7 +574,7 @@ class WindowEngine:
         if all(e.id in epoch.overlaps for e in earlier):
             return True  # opened together at application level: run together, as MPI would
         flag = reorder_flag(epoch.predecessor, epoch.kind) if epoch.predecessor else None
-        if flag is None or not getattr(self.info, flag):
+        if flag is None or not flag.enabled(self.info):
             return False
         return self._extra_condition_holds(epoch, earlier)
 
@@ -559,8 +601,7 @@ class WindowEngine:
         return bool(control[self.layout.lock_tail] or control[self.layout.lock_state] & READER_MASK)
 
     def _activate(self, epoch: Epoch) -> None:
-        epoch.state = EpochState.ACTIVE
-        self._record("activate", epoch)
+        self._move_epoch(epoch, EpochStep.ACTIVATE)
         kind = epoch.kind
         nocheck = bool(epoch.assertion & MODE_NOCHECK)
         if kind is EpochKind.POST:
@@ -594,8 +635,8 @@ class WindowEngine:
                     access.rank,
                     exclusive,
                     self._lock_counts[access.rank],
-                    on_granted=lambda e=epoch, a=access: self._lock_granted(e, a),
-                    on_released=lambda e=epoch, a=access: self._lock_released(e, a),
+                    on_granted=functools.partial(self._lock_granted, epoch, access),
+                    on_released=functools.partial(self._lock_released, epoch, access),
                 )
                 access.lock = self._locks[access.rank] = lock
                 lock.acquire()
@@ -611,7 +652,7 @@ class WindowEngine:
     def _grants_arrived(self, src: int, granted_id: int) -> None:
         for epoch in self._live_of(EpochKind.START):
             access = epoch.access.get(src)
-            if epoch.state is not EpochState.ACTIVE or access is None:
+            if access is None:  # (live epochs are active)
                 continue
             if not access.granted and access.ordinal <= granted_id:
                 self._grant(epoch, access)
@@ -629,7 +670,7 @@ class WindowEngine:
 
     def _grant(self, epoch: Epoch, access: AccessTarget) -> None:
         """``access.rank`` granted this epoch: replay the RMA calls recorded for it, in order."""
-        access.granted = True
+        self._move_target(access, TargetStep.GRANT)
         queued, access.queued = access.queued, []
         for token, payload in queued:
             self._issue(epoch, access, token, payload)
@@ -650,7 +691,7 @@ class WindowEngine:
         """Push a closed, active epoch towards completion: flush, notify, release, complete.
 
         Re-entrant: releasing a lock can finish at once and call back here."""
-        if epoch.state is not EpochState.ACTIVE or not epoch.closed:
+        if epoch.phase is not EpochPhase.CLOSING:
             return
         if epoch.kind is EpochKind.POST:
             if self._exposure_finished(epoch):
@@ -675,12 +716,12 @@ class WindowEngine:
             if lock is not None:
                 if not lock.release_requested:
                     lock.release()  # data is remotely complete: give the lock back
-                if epoch.state is not EpochState.ACTIVE:
+                if epoch.phase is not EpochPhase.CLOSING:
                     return  # the release finished at once and completed the epoch
                 if not lock.done:
                     finished = False
                     continue
-            access.closed_out = True
+            self._move_target(access, TargetStep.CLOSE_OUT)
             if epoch.kind is EpochKind.START:
                 self._raise(access.rank, Word.DONE, access.ordinal)
         if epoch.kind is EpochKind.FENCE:
@@ -703,9 +744,8 @@ class WindowEngine:
         )
 
     def _complete_epoch(self, epoch: Epoch) -> None:
-        epoch.state = EpochState.COMPLETED
+        self._move_epoch(epoch, EpochStep.COMPLETE)
         self._active.remove(epoch)
-        self._record("complete", epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
         self._complete_token(epoch.open_token)
@@ -757,7 +797,7 @@ class WindowEngine:
     # ------------------------------------------------------------------------ helpers
 
     def _access_epoch_for(self, target: int, *, passive_only: bool = False) -> Epoch | None:
-        for epoch in reversed(self._open_epochs.values()):  # rule 3: the most recently opened
+        for epoch in reversed(self._open.values()):  # rule 3: the most recently opened
             if target in epoch.access and (not passive_only or epoch.kind in PASSIVE_KINDS):
                 return epoch
         return None
@@ -837,16 +877,47 @@ class WindowEngine:
         if self.observer is not None:
             self.observer(event)
 
-    def _guarded(self, handler: Any, *args: Any) -> None:
+    # ------------------------------------------------------------ the life cycle's steps
+
+    def _move_epoch(self, epoch: Epoch, step: EpochStep) -> None:
+        """Take ``step`` in ``epoch``'s life (:data:`.states.EPOCH_TRANSITIONS`), or raise
+        EngineFailure: an illegal step is a bug in the engine, and fails the window."""
+        phase = EPOCH_TRANSITIONS.get((epoch.phase, step))
+        if phase is None:
+            raise EngineFailure(
+                f"illegal step: {step.value} a {epoch.kind.value} epoch (id {epoch.id}) "
+                f"in phase {epoch.phase.value}"
+            )
+        epoch.phase = phase
+        self._record(step.value, epoch)
+
+    def _move_target(self, access: AccessTarget, step: TargetStep) -> None:
+        """Take ``step`` in an access target's life (:data:`.states.TARGET_TRANSITIONS`), or
+        raise EngineFailure."""
+        phase = TARGET_TRANSITIONS.get((access.phase, step))
+        if phase is None:
+            raise EngineFailure(
+                f"illegal step: {step.value} towards rank {access.rank} in phase {access.phase.value}"
+            )
+        access.phase = phase
+
+    def _internal_error(self, exc: Exception) -> RmaFailure:
+        """Fail the window for ``exc``, an internal inconsistency; return the window's failure."""
+        failure = exc if isinstance(exc, EngineFailure) else EngineFailure(f"internal error: {exc!r}")
+        if failure is not exc:
+            failure.__cause__ = exc
+        self.fail(failure)
+        assert self.failure is not None
+        return self.failure
+
+    def _guarded(self, handler: Callable[..., None], *args: Any) -> None:
         """Run an event handler; an internal inconsistency fails the window for good (h11)."""
         if self.failure is not None:
             return
         try:
             handler(*args)
         except Exception as exc:
-            failure = exc if isinstance(exc, EngineFailure) else EngineFailure(str(exc))
-            failure.__cause__ = exc if failure is not exc else None
-            self.fail(failure)
+            self._internal_error(exc)
 
     def fail(self, failure: RmaFailure) -> None:
         """Fail the window for good: every pending Request gets ``failure``, every later call
