@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./dev/setup.sh
 .venv/bin/ruff check aiorma tests examples
-.venv/bin/mypy  # config in pyproject.toml: the package, the engine strictly
+.venv/bin/mypy  # config in pyproject.toml: the whole package; the engine and the public API strictly
 exec .venv/bin/python -m pytest "$@"
