@@ -29,9 +29,12 @@ from .constants import (
     Op,
 )
 from .errors import (
+    AlreadyConnectedError,
     CommClosedError,
+    CommunicatorError,
     EngineFailure,
     EpochError,
+    MpiStateError,
     PeerFailed,
     RmaError,
     RmaFailure,
@@ -52,6 +55,9 @@ from .window import Window
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyConnectedError",
+    "CommunicatorError",
+    "MpiStateError",
     "BAND",
     "BOR",
     "BXOR",

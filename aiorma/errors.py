@@ -43,6 +43,20 @@ class RmaMemoryError(RmaUsageError, MemoryError):
     the call before anything collective happens."""
 
 
+class MpiStateError(RmaUsageError):
+    """:func:`aiorma.connect` needs MPI initialised with ``MPI_THREAD_MULTIPLE`` and not yet
+    finalized."""
+
+
+class CommunicatorError(RmaUsageError, TypeError):
+    """:func:`aiorma.connect` was given no mpi4py intracommunicator: another object,
+    ``COMM_NULL`` or an intercommunicator."""
+
+
+class AlreadyConnectedError(RmaUsageError):
+    """This communicator already has an open :func:`aiorma.connect` in this process."""
+
+
 class RmaFailure(RmaError):
     """Something outside the caller's control failed; dependent Requests carry this error."""
 

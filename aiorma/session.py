@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
 from .comm import Comm
-from .errors import RmaTypeError, RmaUsageError
+from .errors import AlreadyConnectedError, CommunicatorError, MpiStateError, RmaUsageError
 from .transport.base import Endpoint
 from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
@@ -52,38 +52,38 @@ def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncCo
     ``MPI_THREAD_MULTIPLE``, mpi4py's default) and not finalised; ``mpi_comm`` must be an
     intracommunicator (``Merge`` an intercommunicator first) without another open ``connect`` in
     this process (a ``Dup`` of it is a different communicator and may be connected at the same
-    time).  Each raises :class:`~aiorma.RmaUsageError` (:class:`~aiorma.RmaTypeError` for a value
-    that is no communicator).
+    time).  Else :class:`~aiorma.MpiStateError`, :class:`~aiorma.CommunicatorError` or
+    :class:`~aiorma.AlreadyConnectedError` (all :class:`~aiorma.RmaUsageError`).
     """
     from mpi4py import MPI  # here, not at import: a local-only program must not start MPI
 
     if mpi_comm is None:
         mpi_comm = MPI.COMM_WORLD
     if not isinstance(mpi_comm, MPI.Comm):
-        raise RmaTypeError(f"connect needs an mpi4py communicator, not {type(mpi_comm).__name__}")
+        raise CommunicatorError(f"connect needs an mpi4py communicator, not {type(mpi_comm).__name__}")
     if MPI.Is_finalized():
-        raise RmaUsageError("connect: MPI is already finalized")
+        raise MpiStateError("connect: MPI is already finalized")
     if not MPI.Is_initialized():
-        raise RmaUsageError(
+        raise MpiStateError(
             "connect: MPI is not initialised (mpi4py.rc.initialize is False); call MPI.Init_thread() "
             "with MPI.THREAD_MULTIPLE first"
         )
     if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
-        raise RmaUsageError(
+        raise MpiStateError(
             "connect: aiorma needs MPI initialised with MPI_THREAD_MULTIPLE (mpi4py's default; "
             "do not lower mpi4py.rc.thread_level)"
         )
     if mpi_comm == MPI.COMM_NULL:
-        raise RmaUsageError("connect: the communicator is MPI.COMM_NULL (a rank outside a Split?)")
+        raise CommunicatorError("connect: the communicator is MPI.COMM_NULL (a rank outside a Split?)")
     if mpi_comm.Is_inter():
-        raise RmaUsageError("connect: an intercommunicator; Merge() it into an intracommunicator first")
+        raise CommunicatorError("connect: an intercommunicator; Merge() it into an intracommunicator first")
     _check_not_connected(mpi_comm)
     return _mpi_connection(mpi_comm)
 
 
 def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
     if any(mpi_comm == open_comm for open_comm in _connected):
-        raise RmaUsageError(
+        raise AlreadyConnectedError(
             "connect: this communicator already has an open aiorma.connect in this process; "
             "use that Comm, or connect a Dup() of the communicator"
         )

@@ -66,3 +66,22 @@ async def test_fail_after_abandons_a_wait_without_withdrawing_it() -> None:
 
     with anyio.fail_after(10):
         assert await run_ranks(main, (), LocalNetwork(2)) == [True, True]
+
+
+async def test_connect_local_inside_an_anyio_task_group() -> None:
+    """aiorma.connect_local opened inside anyio's runner, each rank a task of the group."""
+
+    async def ring(comm: aiorma.Comm) -> None:
+        win = await comm.win_allocate(1, np.int64)
+        with anyio.fail_after(5):
+            await win.fence()
+            win.put(np.array([comm.rank], np.int64), (comm.rank + 1) % comm.size, 0)
+            await win.fence()
+        results[comm.rank] = int(win.memory[0])
+        await win.free()
+
+    results = [-1, -1, -1]
+    async with aiorma.connect_local(3) as comms, anyio.create_task_group() as group:
+        for comm in comms:
+            group.start_soon(ring, comm)
+    assert results == [2, 0, 1]

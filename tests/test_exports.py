@@ -16,7 +16,8 @@ PUBLIC = {
     "LockType", "LOCK_EXCLUSIVE", "LOCK_SHARED",
     # errors
     "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
-    "CommClosedError", "RmaMemoryError", "RmaFailure", "TransportError", "EngineFailure", "PeerFailed",
+    "CommClosedError", "RmaMemoryError", "MpiStateError", "CommunicatorError", "AlreadyConnectedError",
+    "RmaFailure", "TransportError", "EngineFailure", "PeerFailed",
 }  # fmt: skip
 
 
