@@ -33,7 +33,6 @@ class RegistryCase:
 
 
 def _param(case: RegistryCase) -> Any:
-    marks: list[pytest.MarkDecorator] = []
     if case.transport.startswith("mpi"):
         # The first test of a job waits for the whole job; each check also has its own timeout.
         marks = [pytest.mark.mpi, pytest.mark.timeout(JOB_TIMEOUT + 60)]
