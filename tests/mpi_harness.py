@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +19,46 @@ from aiorma.bench._launch import locate_mpiexec, mpiexec_command
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["REPO_ROOT", "locate_mpiexec", "run_mpi", "run_mpi_json", "write_rank_result"]
+__all__ = [
+    "REPO_ROOT", "MpiOutcome", "launch_mpi", "locate_mpiexec", "run_mpi", "run_mpi_json", "run_smoke",
+    "write_rank_result",
+]
 
 
-def run_mpi(
+@dataclass(frozen=True)
+class MpiOutcome:
+    """How an mpiexec job ended: ``returncode`` None means it was killed at its timeout."""
+
+    command: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timeout: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def describe(self, tail: int = 6000) -> str:
+        """The exit status and the end of the captured output, for a failure message."""
+        if self.returncode is None:
+            ended = f"timed out after {self.timeout} s"
+        else:
+            ended = f"exited with {self.returncode}"
+        return (
+            f"{' '.join(self.command)} {ended}\n"
+            f"--- stdout ---\n{self.stdout[-tail:]}\n--- stderr ---\n{self.stderr[-tail:]}"
+        )
+
+
+def launch_mpi(
     script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
-) -> subprocess.CompletedProcess[str]:
-    """Run ``mpiexec -n nprocs python script args`` with the repository on ``PYTHONPATH``.
-
-    ``emulate_nodes >= 2`` runs the ranks on that many emulated nodes (see
-    :func:`aiorma.bench._launch.mpiexec_command`); the caller checks ``emulation_unavailable()``
-    first.  Raises AssertionError, with the captured stdout/stderr, on a non-zero exit or a timeout;
-    on a timeout the whole process group (mpiexec and every rank) is killed first.
-    """
+) -> MpiOutcome:
+    """Run ``mpiexec -n nprocs python script args`` with the repository on ``PYTHONPATH`` and return
+    how it ended, never raising for a failed job.  ``emulate_nodes >= 2`` runs the ranks on that
+    many emulated nodes (see :func:`aiorma.bench._launch.mpiexec_command`); the caller checks
+    ``emulation_unavailable()`` first.  On a timeout the whole process group (mpiexec and every
+    rank) is killed before the output is collected, so nothing is left running."""
     assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
@@ -49,17 +77,31 @@ def run_mpi(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             stdout, stderr = proc.communicate()
-            raise AssertionError(
-                f"{' '.join(cmd)} timed out after {timeout} s\n"
-                f"--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-            ) from None
-    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    if result.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(cmd)} exited with {result.returncode}\n"
-            f"--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-        )
-    return result
+            return MpiOutcome(cmd, None, stdout, stderr, timeout)
+    return MpiOutcome(cmd, proc.returncode, stdout, stderr, timeout)
+
+
+def run_mpi(
+    script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
+) -> subprocess.CompletedProcess[str]:
+    """:func:`launch_mpi`, raising AssertionError with the captured stdout/stderr on a non-zero
+    exit or a timeout."""
+    outcome = launch_mpi(script, nprocs, *args, timeout=timeout, emulate_nodes=emulate_nodes)
+    if not outcome.ok:
+        raise AssertionError(outcome.describe(tail=1 << 20))
+    return subprocess.CompletedProcess(outcome.command, outcome.returncode, outcome.stdout, outcome.stderr)
+
+
+SMOKE = Path(__file__).parent / "mpi_scripts" / "transport_smoke.py"
+
+
+def run_smoke(nprocs: int, out_dir: Path, timeout: float, emulate_nodes: int = 0) -> None:
+    """Run the MpiEndpoint smoke test (mpi_scripts/transport_smoke.py) and assert that every rank
+    wrote its passing result file to ``out_dir``."""
+    result = run_mpi(SMOKE, nprocs, str(out_dir), timeout=timeout, emulate_nodes=emulate_nodes)
+    reports = [json.loads(path.read_text()) for path in sorted(out_dir.glob("rank*.json"))]
+    expected = [{"rank": rank, "size": nprocs, "passed": True} for rank in range(nprocs)]
+    assert sorted(reports, key=lambda report: report["rank"]) == expected, (reports, result.stdout)
 
 
 #: Environment variable naming the directory where a script run by :func:`run_mpi_json` writes

@@ -1,8 +1,9 @@
 """Multi-rank scenarios, each an ``async def scenario(comm)`` that asserts on every rank.
 
-The same functions run on the ``local`` transport (tests/test_scenarios_local.py) and on the
-``mpi`` transport under the mpich wheel's mpiexec (tests/test_scenarios_mpi.py), so both transports
-are held to identical semantics.  Each names the DESIGN §4 rule(s) it exercises.
+The same functions are entries of the test registry (tests/registry.py), run by
+tests/test_registry.py at each declared size on the ``local`` transport, the simulated network and
+the ``mpi`` transport under the mpich wheel's mpiexec, so every transport is held to identical
+semantics.  Each names the DESIGN §4 rule(s) it exercises.
 """
 
 from __future__ import annotations
@@ -20,18 +21,14 @@ SCENARIOS: dict[str, tuple[Scenario, tuple[int, ...]]] = {}  # name -> (function
 
 
 def scenario(min_size: int = 1, sizes: tuple[int, ...] = (1, 2, 3, 4, 5)) -> Callable[[Scenario], Scenario]:
-    """Register a scenario for the local suite's rank counts (``sizes``) of at least ``min_size``."""
+    """Register a scenario for the rank counts ``sizes`` of at least ``min_size`` (on every
+    transport; see tests/registry.py)."""
 
     def register(fn: Scenario) -> Scenario:
         SCENARIOS[fn.__name__] = (fn, tuple(n for n in sizes if n >= min_size))
         return fn
 
     return register
-
-
-def runs_with(name: str, size: int) -> bool:
-    """Whether scenario ``name`` is meant for ``size`` ranks."""
-    return size >= min(SCENARIOS[name][1])
 
 
 def _neighbours(comm: aiorma.Comm) -> tuple[int, int]:

@@ -2,8 +2,9 @@
 several outstanding at once, 1000 back-to-back, bad input, tiny landing slots (chunking and
 credits), the schedules and the runner as pure logic.
 
-The multi-rank checks are the battery in tests/mpi_scripts/collectives_check.py, which
-tests/test_collectives_mpi.py also runs under mpiexec.
+The multi-rank checks are the battery in tests/mpi_scripts/collectives_check.py, run at every
+size on every transport through the registry (tests/registry.py, tests/test_registry.py); here it
+runs again with tiny landing slots.
 """
 
 from __future__ import annotations
@@ -31,42 +32,50 @@ from aiorma.collectives.schedules import (
     split,
 )
 
-from .mpi_scripts.collectives_check import QUICK, run_checks
+from .mpi_scripts.collectives_check import QUICK, Guarded, run_checks
 
 
 def run(size: int, names: list[str]) -> list[list[str]]:
     return aiorma.run(functools.partial(run_checks, names=names), nprocs=size)
 
 
-# ---------------------------------------------------------------------- the battery
+# ---------------------------------------------------------------------- the battery, tiny slots
+#
+# The battery itself at every size and transport is tests/test_registry.py.
+
+TINY_SLOTS = [(3, 16, 1), (4, 64, 2), (7, 32, 3)]
+TINY_CASES = [(n, slot, slots, name) for n, slot, slots in TINY_SLOTS for name in [*QUICK, "bcast_large"]]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("size", range(1, 10))
-def test_every_collective_against_numpy(size: int) -> None:
-    """Barrier, bcast (every algorithm, a random tree, a topology tree), reduce and allreduce
-    (every op, several dtypes, every algorithm), allgather, gather, scatter, alltoall; several
-    roots; ten outstanding at once; held Requests progress; bad input raises at the call."""
-    assert run(size, QUICK) == [QUICK] * size
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("size", [3, 6])
-def test_back_to_back_and_large(size: int) -> None:
-    """1000 barriers and 1000 small allreduces with no barrier in between; messages larger than
-    a landing slot; calibration of the cost model on this transport."""
-    names = ["back_to_back_1000", "bcast_large", "calibrate_model"]
-    assert run(size, names) == [names] * size
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize(("size", "slot", "slots"), [(3, 16, 1), (4, 64, 2), (7, 32, 3)])
-def test_tiny_landing_slots(monkeypatch: pytest.MonkeyPatch, size: int, slot: int, slots: int) -> None:
+@pytest.mark.parametrize(
+    ("size", "slot", "slots", "name"),
+    TINY_CASES,
+    ids=[f"{size}-{slot}x{slots}-{name}" for size, slot, slots, name in TINY_CASES],
+)
+def test_tiny_landing_slots(
+    monkeypatch: pytest.MonkeyPatch, size: int, slot: int, slots: int, name: str
+) -> None:
     """With slots of 16–64 bytes nearly every message is chunked and every chunk waits for a
-    credit: the same battery must still agree with numpy."""
+    credit: each check of the battery must still agree with numpy."""
     monkeypatch.setattr(landing, "DEFAULT_CONFIG", LandingConfig(slot_bytes=slot, slots_per_peer=slots))
-    names = [*QUICK, "bcast_large"]
-    assert run(size, names) == [names] * size
+    assert run(size, [name]) == [[name]] * size
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, np.float64, np.complex128])
+def test_guard_elements_catch_writes_outside_the_buffer(dtype: Any) -> None:
+    """The battery's receive-buffer guards: writes inside pass, one element either side fails."""
+    inside = Guarded(5, dtype)
+    inside.buf[...] = 1
+    inside.check("inside")
+    for offset in (-1, 5):
+        guarded = Guarded(5, dtype)
+        whole = guarded.buf.base
+        assert whole is not None
+        start = int((guarded.buf.ctypes.data - whole.ctypes.data) // np.dtype(dtype).itemsize)
+        whole[start + offset] = 0 if np.dtype(dtype).kind == "b" else 7
+        with pytest.raises(AssertionError, match=r"wrote (before|past) it"):
+            guarded.check(f"offset {offset}")
 
 
 # ---------------------------------------------------------------------- API behaviour

@@ -4,14 +4,13 @@ that no rank is local.  Skipped where emulation cannot run (no ``unshare``, not 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from aiorma.bench._launch import EMULATE_ENV, emulation_unavailable, mpiexec_command
 
-from .mpi_harness import run_mpi
+from .mpi_harness import run_mpi, run_smoke
 
 # Raw mpi4py only: what is tested is the launch, not aiorma.
 SCRIPT = """\
@@ -60,59 +59,15 @@ def test_two_emulated_nodes(tmp_path: Path) -> None:
 #
 # With no shared memory between ranks every control write, atomic and flush takes the path for
 # peers on other hosts: request-based calls tested by the poll, Flush and Compare_and_swap in the
-# worker thread, the target rung as the operation starts.  The same checks as on one node.
-
-_EMULATED: dict[tuple[str, int], str] = {}
-SCRIPTS = Path(__file__).parent / "mpi_scripts"
-EMULATED_JOBS = {
-    "scenarios": (SCRIPTS / "run_scenarios.py", (2, 3)),
-    "collectives": (SCRIPTS / "collectives_check.py", (3,)),
-}
-
-
-def _emulated_output(job: str, size: int) -> str:
-    if (job, size) not in _EMULATED:
-        try:
-            _EMULATED[(job, size)] = run_mpi(EMULATED_JOBS[job][0], size, timeout=240, emulate_nodes=2).stdout
-        except AssertionError as failure:  # keep the output: each check reports its own part
-            _EMULATED[(job, size)] = str(failure)
-    return _EMULATED[(job, size)]
-
-
-def _emulated_cases() -> list[tuple[str, str, int]]:
-    from .mpi_scripts.collectives_check import CHECKS
-    from .scenarios import SCENARIOS, runs_with
-
-    cases = [("scenarios", name, size) for size in (2, 3) for name in SCENARIOS if runs_with(name, size)]
-    cases += [("collectives", name, 3) for name in CHECKS]
-    return cases
-
-
-EMULATED_CASES = _emulated_cases()
-
-
-@pytest.mark.mpi
-@pytest.mark.timeout(260)
-@pytest.mark.parametrize(
-    ("job", "name", "size"), EMULATED_CASES, ids=[f"{j}-{n}-{s}" for j, n, s in EMULATED_CASES]
-)
-def test_off_node_path(job: str, name: str, size: int) -> None:
-    reason = emulation_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    output = _emulated_output(job, size)
-    passed = {rank for found, rank in re.findall(r"PASS (\w+) (\d+)", output) if found == name}
-    assert passed == {str(r) for r in range(size)}, (
-        f"{job} {name} on {size} emulated ranks:\n{output[-6000:]}"
-    )
+# worker thread, the target rung as the operation starts.  The scenarios and the collectives battery
+# run there as the registry's ``mpi_2nodes`` transport (tests/test_registry.py,
+# ``test_check[mpi_2nodes-<size>-<check>]``); the endpoint smoke test runs here.
 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-def test_transport_smoke_off_node() -> None:
+def test_transport_smoke_off_node(tmp_path: Path) -> None:
     reason = emulation_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    result = run_mpi(SCRIPTS / "transport_smoke.py", 3, timeout=100, emulate_nodes=2)
-    ok = sorted(re.findall(r"OK \d+/\d+", result.stdout))
-    assert ok == [f"OK {rank}/3" for rank in range(3)], result.stdout
+    run_smoke(3, tmp_path, timeout=100, emulate_nodes=2)

@@ -1,18 +1,17 @@
-"""Collectives checked against numpy, on every rank: the same battery for both transports.
+"""Collectives checked against numpy, on every rank: the same battery for every transport.
 
-Imported by tests/test_collectives.py (``local`` transport, 1..9 ranks) and run under mpiexec by
-tests/test_collectives_mpi.py as ``mpiexec -n N python collectives_check.py [check ...]``; each
-rank prints ``PASS <check> <rank>`` after each check.  A failing rank aborts the whole job (what
-aiorma.run does under MPI), so a failure never leaves the others hanging.
+Each check is an entry of the test registry (tests/registry.py), run by tests/test_registry.py at
+each of its sizes in-process, on the simulated network and under mpiexec; tests/test_collectives.py
+runs it again with tiny landing slots.
 
 Every check asserts on every rank; data is a deterministic function of (rank, salt), so each rank
-can compute every other rank's contribution and the expected result itself.
+can compute every other rank's contribution and the expected result itself.  Every receive buffer
+is a :class:`Guarded` one: sentinel elements just before and after it must come out untouched.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -87,6 +86,49 @@ def same(result: np.ndarray, expected: np.ndarray, what: str) -> None:
         assert np.array_equal(result, expected), (what, result, expected)
 
 
+#: Sentinel elements on each side of every receive buffer (see :class:`Guarded`).
+GUARD_ELEMENTS = 3
+
+
+class Guarded:
+    """A receive buffer inside a larger allocation, with :data:`GUARD_ELEMENTS` sentinel elements
+    just before and just after it.  A collective is given only ``buf``; one that writes outside the
+    region it was given (an off-by-one offset, a chunk too long, a count of the wrong dtype) changes
+    a sentinel, which :meth:`check` reports.  Sentinels are compared as bytes, so any write shows,
+    whatever the dtype; bool sentinels are True (a valid bool) and the rest the byte 0xA5."""
+
+    def __init__(self, shape: int | tuple[int, ...], dtype: Any, fill: np.ndarray | None = None) -> None:
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape))
+        self._whole = np.zeros(count + 2 * GUARD_ELEMENTS, dtype)
+        raw = self._whole.view(np.uint8)
+        edge = GUARD_ELEMENTS * dtype.itemsize
+        sentinel = 1 if dtype.kind == "b" else 0xA5
+        raw[:edge] = sentinel
+        raw[raw.size - edge :] = sentinel
+        self._expected = raw.copy()
+        self.buf = self._whole[GUARD_ELEMENTS : GUARD_ELEMENTS + count].reshape(shape)
+        if fill is not None:
+            self.buf[...] = fill
+
+    @classmethod
+    def copy_of(cls, array: np.ndarray) -> Guarded:
+        """A guarded buffer holding a copy of ``array`` (a root's send-and-receive buffer)."""
+        return cls(array.shape, array.dtype, fill=array)
+
+    def check(self, what: str) -> None:
+        """Assert that both sentinel regions still hold exactly what was put there."""
+        raw = self._whole.view(np.uint8)
+        edge = GUARD_ELEMENTS * self._whole.dtype.itemsize
+        head, tail = slice(0, edge), slice(raw.size - edge, raw.size)
+        assert np.array_equal(raw[head], self._expected[head]), f"{what}: wrote before it: {raw[head]}"
+        assert np.array_equal(raw[tail], self._expected[tail]), f"{what}: wrote past it: {raw[tail]}"
+
+
+def guarded_zeros(shape: int | tuple[int, ...], dtype: Any = np.float64) -> Guarded:
+    return Guarded(shape, dtype)
+
+
 def slot_bytes(comm: aiorma.Comm) -> int:
     """The landing slot size of this Comm (messages above it are chunked)."""
     return comm.collectives.landing.slot_bytes
@@ -147,9 +189,10 @@ async def barrier_semantics(comm: aiorma.Comm) -> None:
         entered = time.monotonic()
         await comm.barrier(**kwargs)
         left = time.monotonic()
-        times = np.zeros(comm.size, np.float64)
-        await comm.allgather(np.array([entered]), times)
-        assert left >= times.max(), (kwargs, left, times)
+        times = guarded_zeros(comm.size)
+        await comm.allgather(np.array([entered]), times.buf)
+        times.check(f"allgather after barrier {kwargs}")
+        assert left >= times.buf.max(), (kwargs, left, times.buf)
 
 
 @check
@@ -174,17 +217,23 @@ async def bcast_all_algorithms(comm: aiorma.Comm) -> None:
                 (np.float16, 0),
             ):
                 salt += 1
-                buf = data(root, count, dtype, salt) if comm.rank == root else np.zeros(count, dtype)
-                request = comm.bcast(buf, root, **kwargs)
+                what = f"bcast {kwargs} root {root} {np.dtype(dtype)}"
+                if comm.rank == root:
+                    buf = Guarded.copy_of(data(root, count, dtype, salt))
+                else:
+                    buf = guarded_zeros(count, dtype)
+                request = comm.bcast(buf.buf, root, **kwargs)
                 assert isinstance(request, aiorma.Request)
                 await request
-                same(buf, data(root, count, dtype, salt), f"bcast {kwargs} root {root} {np.dtype(dtype)}")
+                same(buf.buf, data(root, count, dtype, salt), what)
+                buf.check(what)
     # a 2-D buffer and an explicit (random) tree
     for root in roots(size):
         tree = random_tree(size, root, seed=root + 7 * size)
-        buf = np.full((3, 4), root + 1.5) if comm.rank == root else np.zeros((3, 4))
-        await comm.bcast(buf, root, tree=tree)
-        assert (buf == root + 1.5).all()
+        buf = Guarded((3, 4), np.float64, fill=np.full((3, 4), root + 1.5) if comm.rank == root else None)
+        await comm.bcast(buf.buf, root, tree=tree)
+        assert (buf.buf == root + 1.5).all()
+        buf.check(f"2-D bcast on tree {tree}")
 
 
 @check
@@ -199,9 +248,10 @@ async def bcast_topology_tree(comm: aiorma.Comm) -> None:
         nodes, [n % 2 for n in range(count)], node_speed=[1e9 * (1 + n % 3) for n in range(count)]
     )
     for root in roots(size):
-        buf = np.arange(64, dtype=np.int64) * (root + 1) if comm.rank == root else np.zeros(64, np.int64)
-        await comm.bcast(buf, root, topology=topology)
-        assert (buf == np.arange(64) * (root + 1)).all()
+        buf = Guarded(64, np.int64, fill=np.arange(64) * (root + 1) if comm.rank == root else None)
+        await comm.bcast(buf.buf, root, topology=topology)
+        assert (buf.buf == np.arange(64) * (root + 1)).all()
+        buf.check(f"topology bcast root {root}")
 
 
 @check
@@ -210,9 +260,10 @@ async def bcast_large(comm: aiorma.Comm) -> None:
     n = min(300_000, 50 * slot_bytes(comm) // 8)  # up to 2.4 MB of float64
     for algorithm in ("binomial", "scatter_allgather"):
         root = comm.size - 1
-        buf = np.arange(n, dtype=np.float64) if comm.rank == root else np.zeros(n)
-        await comm.bcast(buf, root, algorithm=algorithm)
-        assert (buf == np.arange(n)).all(), algorithm
+        buf = Guarded(n, np.float64, fill=np.arange(n, dtype=np.float64) if comm.rank == root else None)
+        await comm.bcast(buf.buf, root, algorithm=algorithm)
+        assert (buf.buf == np.arange(n)).all(), algorithm
+        buf.check(f"large bcast {algorithm}")
 
 
 @check
@@ -229,12 +280,15 @@ async def reduce_ops_dtypes(comm: aiorma.Comm) -> None:
                 root = roots(size)[salt % len(roots(size))]
                 count = 1 + salt % 17
                 send = data(comm.rank, count, dtype, salt)
-                recv = np.zeros(count, dtype) if comm.rank == root else None
+                recv = guarded_zeros(count, dtype) if comm.rank == root else None
                 nodes = nodes_map(size) if algorithm == "hierarchical" else None
-                await comm.reduce(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+                into = None if recv is None else recv.buf
+                await comm.reduce(send, into, op, root, algorithm=algorithm, nodes=nodes)
                 if recv is not None:
+                    what = f"reduce {op.name} {np.dtype(dtype)} {algorithm} root {root}"
                     expected = reference(op, [data(r, count, dtype, salt) for r in range(size)])
-                    same(recv, expected, f"reduce {op.name} {np.dtype(dtype)} {algorithm} root {root}")
+                    same(recv.buf, expected, what)
+                    recv.check(what)
 
 
 @check
@@ -250,21 +304,26 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
                 salt += 1
                 count = (1, size - 1, 13, 2 * size + 1)[salt % 4]
                 send = data(comm.rank, count, dtype, salt)
-                recv = np.zeros(count, dtype)
+                recv = guarded_zeros(count, dtype)
                 nodes = nodes_map(size) if algorithm == "hierarchical" else None
-                await comm.allreduce(send, recv, op, algorithm=algorithm, nodes=nodes)
+                await comm.allreduce(send, recv.buf, op, algorithm=algorithm, nodes=nodes)
+                what = f"allreduce {op.name} {np.dtype(dtype)} {algorithm} n={count}"
                 expected = reference(op, [data(r, count, dtype, salt) for r in range(size)])
-                same(recv, expected, f"allreduce {op.name} {np.dtype(dtype)} {algorithm} n={count}")
+                same(recv.buf, expected, what)
+                recv.check(what)
     # in place (send is recv), 2-D, and large enough to take several slots' worth on the ring
-    grid = data(comm.rank, 12, np.float64, 5).reshape(3, 4)
-    await comm.allreduce(grid, grid)
-    same(grid, reference(Op.SUM, [data(r, 12, np.float64, 5) for r in range(size)]).reshape(3, 4), "in place")
+    grid = Guarded((3, 4), np.float64, fill=data(comm.rank, 12, np.float64, 5).reshape(3, 4))
+    await comm.allreduce(grid.buf, grid.buf)
+    expected = reference(Op.SUM, [data(r, 12, np.float64, 5) for r in range(size)]).reshape(3, 4)
+    same(grid.buf, expected, "in place")
+    grid.check("in-place allreduce")
     n = min(200_000, 40 * slot_bytes(comm) // 8)  # several slots' worth, whatever the slot size
     for algorithm in ("ring", "recursive_doubling"):
         send = np.full(n, comm.rank + 1, np.int64)
-        recv = np.zeros(n, np.int64)
-        await comm.allreduce(send, recv, Op.SUM, algorithm=algorithm)
-        assert (recv == size * (size + 1) // 2).all(), algorithm
+        recv = guarded_zeros(n, np.int64)
+        await comm.allreduce(send, recv.buf, Op.SUM, algorithm=algorithm)
+        assert (recv.buf == size * (size + 1) // 2).all(), algorithm
+        recv.check(f"large allreduce {algorithm}")
 
 
 @check
@@ -283,11 +342,13 @@ async def allgather_all_algorithms(comm: aiorma.Comm) -> None:
             (np.uint16, 0),
         ):
             salt += 1
-            recv = np.zeros(count * size, dtype)
+            recv = guarded_zeros(count * size, dtype)
             nodes = nodes_map(size) if algorithm == "hierarchical" else None
-            await comm.allgather(data(comm.rank, count, dtype, salt), recv, algorithm=algorithm, nodes=nodes)
+            send = data(comm.rank, count, dtype, salt)
+            await comm.allgather(send, recv.buf, algorithm=algorithm, nodes=nodes)
             expected = np.concatenate([data(r, count, dtype, salt) for r in range(size)])
-            same(recv, expected, f"allgather {algorithm} {np.dtype(dtype)}")
+            same(recv.buf, expected, f"allgather {algorithm} {np.dtype(dtype)}")
+            recv.check(f"allgather {algorithm} {np.dtype(dtype)}")
 
 
 @check
@@ -298,15 +359,18 @@ async def gather_scatter(comm: aiorma.Comm) -> None:
         for root in roots(size):
             for dtype, count in ((np.float32, 5), (np.int64, 1), (np.uint8, 0)):
                 salt += 1
-                recv = np.zeros(count * size, dtype) if comm.rank == root else None
-                await comm.gather(data(comm.rank, count, dtype, salt), recv, root, algorithm=algorithm)
+                recv = guarded_zeros(count * size, dtype) if comm.rank == root else None
+                send = data(comm.rank, count, dtype, salt)
+                await comm.gather(send, None if recv is None else recv.buf, root, algorithm=algorithm)
                 if recv is not None:
                     expected = np.concatenate([data(r, count, dtype, salt) for r in range(size)])
-                    same(recv, expected, f"gather {algorithm} root {root}")
+                    same(recv.buf, expected, f"gather {algorithm} root {root}")
+                    recv.check(f"gather {algorithm} root {root}")
                 whole = np.concatenate([data(r, count, dtype, salt) for r in range(size)])
-                mine = np.zeros(count, dtype)
-                await comm.scatter(whole if comm.rank == root else None, mine, root, algorithm=algorithm)
-                same(mine, data(comm.rank, count, dtype, salt), f"scatter {algorithm} root {root}")
+                mine = guarded_zeros(count, dtype)
+                await comm.scatter(whole if comm.rank == root else None, mine.buf, root, algorithm=algorithm)
+                same(mine.buf, data(comm.rank, count, dtype, salt), f"scatter {algorithm} root {root}")
+                mine.check(f"scatter {algorithm} root {root}")
 
 
 @check
@@ -315,49 +379,62 @@ async def alltoall_all_algorithms(comm: aiorma.Comm) -> None:
     for algorithm in (None, "direct", "pairwise"):
         for dtype, block in ((np.int64, 1), (np.float64, 5), (np.complex64, 3)):
             send = np.concatenate([data(comm.rank * size + d, block, dtype) for d in range(size)])
-            recv = np.zeros(size * block, dtype)
-            await comm.alltoall(send, recv, algorithm=algorithm)
+            recv = guarded_zeros(size * block, dtype)
+            await comm.alltoall(send, recv.buf, algorithm=algorithm)
             expected = np.concatenate([data(s * size + comm.rank, block, dtype) for s in range(size)])
-            same(recv, expected, f"alltoall {algorithm} {np.dtype(dtype)}")
+            same(recv.buf, expected, f"alltoall {algorithm} {np.dtype(dtype)}")
+            recv.check(f"alltoall {algorithm} {np.dtype(dtype)}")
 
 
 @check
 async def many_outstanding(comm: aiorma.Comm) -> None:
     """Ten different collectives in flight at once, awaited in reverse order."""
     size, rank = comm.size, comm.rank
-    bcast_buf = np.arange(6.0) if rank == size - 1 else np.zeros(6)
-    allreduce_out = np.zeros(4, np.int64)
-    allgather_out = np.zeros(2 * size, np.int32)
-    reduce_out = np.zeros(3, np.float64) if rank == 0 else None
-    alltoall_out = np.zeros(size, np.int64)
-    gather_out = np.zeros(size, np.int64) if rank == size // 2 else None
-    scatter_out = np.zeros(2, np.int16)
-    second_out = np.zeros(4, np.int64)
+    bcast_buf = Guarded(6, np.float64, fill=np.arange(6.0) if rank == size - 1 else None)
+    allreduce_out = guarded_zeros(4, np.int64)
+    allgather_out = guarded_zeros(2 * size, np.int32)
+    reduce_out = guarded_zeros(3, np.float64) if rank == 0 else None
+    alltoall_out = guarded_zeros(size, np.int64)
+    gather_out = guarded_zeros(size, np.int64) if rank == size // 2 else None
+    scatter_out = guarded_zeros(2, np.int16)
+    second_out = guarded_zeros(4, np.int64)
     requests = [
         comm.barrier(),
-        comm.bcast(bcast_buf, size - 1),
-        comm.allreduce(np.full(4, rank, np.int64), allreduce_out, Op.MAX),
-        comm.allgather(np.full(2, rank, np.int32), allgather_out),
-        comm.reduce(np.full(3, rank + 1.0), reduce_out, Op.PROD, 0),
-        comm.alltoall(np.arange(size, dtype=np.int64) + 10 * rank, alltoall_out),
-        comm.gather(np.array([rank * rank]), gather_out, size // 2),
-        comm.scatter(np.arange(2 * size, dtype=np.int16) if rank == 0 else None, scatter_out, 0),
+        comm.bcast(bcast_buf.buf, size - 1),
+        comm.allreduce(np.full(4, rank, np.int64), allreduce_out.buf, Op.MAX),
+        comm.allgather(np.full(2, rank, np.int32), allgather_out.buf),
+        comm.reduce(np.full(3, rank + 1.0), None if reduce_out is None else reduce_out.buf, Op.PROD, 0),
+        comm.alltoall(np.arange(size, dtype=np.int64) + 10 * rank, alltoall_out.buf),
+        comm.gather(np.array([rank * rank]), None if gather_out is None else gather_out.buf, size // 2),
+        comm.scatter(np.arange(2 * size, dtype=np.int16) if rank == 0 else None, scatter_out.buf, 0),
         comm.barrier(algorithm="fence"),
-        comm.allreduce(np.full(4, 1, np.int64), second_out),
+        comm.allreduce(np.full(4, 1, np.int64), second_out.buf),
     ]
     assert all(isinstance(r, aiorma.Request) for r in requests)
     for request in reversed(requests):
         await request
-    assert (bcast_buf == np.arange(6.0)).all()
-    assert (allreduce_out == size - 1).all()
-    assert (allgather_out == np.repeat(np.arange(size), 2)).all()
+    assert (bcast_buf.buf == np.arange(6.0)).all()
+    assert (allreduce_out.buf == size - 1).all()
+    assert (allgather_out.buf == np.repeat(np.arange(size), 2)).all()
     if reduce_out is not None:
-        assert np.allclose(reduce_out, float(np.prod(np.arange(1, size + 1))))
-    assert (alltoall_out == 10 * np.arange(size) + rank).all()
+        assert np.allclose(reduce_out.buf, float(np.prod(np.arange(1, size + 1))))
+    assert (alltoall_out.buf == 10 * np.arange(size) + rank).all()
     if gather_out is not None:
-        assert (gather_out == np.arange(size) ** 2).all()
-    assert (scatter_out == [2 * rank, 2 * rank + 1]).all()
-    assert (second_out == size).all()
+        assert (gather_out.buf == np.arange(size) ** 2).all()
+    assert (scatter_out.buf == [2 * rank, 2 * rank + 1]).all()
+    assert (second_out.buf == size).all()
+    for name, buffer in [
+        ("bcast", bcast_buf),
+        ("allreduce", allreduce_out),
+        ("allgather", allgather_out),
+        ("reduce", reduce_out),
+        ("alltoall", alltoall_out),
+        ("gather", gather_out),
+        ("scatter", scatter_out),
+        ("second allreduce", second_out),
+    ]:
+        if buffer is not None:
+            buffer.check(f"{name} among ten outstanding")
 
 
 @check
@@ -366,26 +443,28 @@ async def back_to_back_1000(comm: aiorma.Comm) -> None:
     barriers = [comm.barrier() for _ in range(1000)]
     for request in barriers:
         await request
-    outs = [np.zeros(2, np.int64) for _ in range(1000)]
-    requests = [comm.allreduce(np.array([i, comm.rank], np.int64), outs[i]) for i in range(1000)]
+    outs = [guarded_zeros(2, np.int64) for _ in range(1000)]
+    requests = [comm.allreduce(np.array([i, comm.rank], np.int64), outs[i].buf) for i in range(1000)]
     for request in requests:
         await request
     total = comm.size * (comm.size - 1) // 2
     for i, out in enumerate(outs):
-        assert out.tolist() == [i * comm.size, total], (i, out)
+        assert out.buf.tolist() == [i * comm.size, total], (i, out.buf)
+        out.check(f"allreduce {i} of 1000")
 
 
 @check
 async def held_requests_progress(comm: aiorma.Comm) -> None:
     """A collective that nobody awaits still runs: the root starts a bcast, does not await it,
     and waits (through a second, awaited collective) until every other rank has the data."""
-    buf = np.arange(8.0) if comm.rank == 0 else np.zeros(8)
-    held = comm.bcast(buf, 0)
+    buf = Guarded(8, np.float64, fill=np.arange(8.0) if comm.rank == 0 else None)
+    held = comm.bcast(buf.buf, 0)
     if comm.rank != 0:
         await held
     await comm.barrier()
-    assert (buf == np.arange(8.0)).all()
+    assert (buf.buf == np.arange(8.0)).all()
     await held
+    buf.check("held bcast")
 
 
 @check
@@ -463,9 +542,10 @@ async def calibrate_model(comm: aiorma.Comm) -> None:
     assert isinstance(model, LogGP)
     values = model.as_array()
     assert np.isfinite(values).all() and (values >= 0).all(), values
-    everyone = np.zeros(6 * comm.size)
-    await comm.allgather(values, everyone)
-    assert (everyone.reshape(comm.size, 6) == values).all()
+    everyone = guarded_zeros(6 * comm.size)
+    await comm.allgather(values, everyone.buf)
+    assert (everyone.buf.reshape(comm.size, 6) == values).all()
+    everyone.check("allgather of the model")
     if comm.size > 1:
         assert model.o > 0 and model.L + 2 * model.o > 0
     await comm.barrier()  # the Comm now chooses with the calibrated model
@@ -486,17 +566,12 @@ QUICK = [
 ]
 
 
-async def run_checks(comm: aiorma.Comm, names: list[str], report: bool = False) -> list[str]:
+async def run_checks(comm: aiorma.Comm, names: list[str]) -> list[str]:
+    """Run the named checks in turn on this rank; the names of those that passed (all of them, or
+    an exception)."""
     passed = []
     for name in names:
         async with asyncio.timeout(240):
             await CHECKS[name](comm)
         passed.append(name)
-        if report:
-            print(f"PASS {name} {comm.rank}", flush=True)
     return passed
-
-
-if __name__ == "__main__":
-    selected = sys.argv[1:] or list(CHECKS)
-    aiorma.run(functools.partial(run_checks, names=selected, report=True))

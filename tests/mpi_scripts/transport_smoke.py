@@ -4,12 +4,19 @@ Each rank does every kind of RMA op into its right neighbour on a win_create win
 win_allocate window, flushes, then raises a word of the neighbour's control region (data before
 flag); each rank checks, once its left neighbour's word has risen, exactly what landed in its
 memory.  Control fetches (swap, compare-and-swap, sum) are checked on a word every rank hits.
+
+Started as ``mpiexec -n N python transport_smoke.py OUT_DIR``; each rank that gets to the end writes
+``OUT_DIR/rank<r>.json`` (``{"rank", "size", "passed": true}``); a failing rank writes nothing and
+exits non-zero, which ends the job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -59,7 +66,7 @@ def arr(values, dtype) -> np.ndarray:
     return np.array(values, dtype=dtype)
 
 
-async def main() -> None:
+async def main(out_dir: Path) -> None:
     ep = MpiEndpoint(MPI.COMM_WORLD)
     sink = RecordingSink()
     ep.attach(sink)
@@ -201,8 +208,8 @@ async def main() -> None:
     assert copy is not None and copy.tolist() == expect_f.tolist()
     await ep.close()
     await ep.close()  # idempotent
-    print(f"OK {rank}/{size}", flush=True)
+    (out_dir / f"rank{rank}.json").write_text(json.dumps({"rank": rank, "size": size, "passed": True}))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(Path(sys.argv[1])))
