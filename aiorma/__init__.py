@@ -30,6 +30,7 @@ from .constants import (
 )
 from .errors import (
     AlreadyConnectedError,
+    CollectiveStreamBroken,
     CommClosedError,
     CommunicatorError,
     EngineFailure,
@@ -42,6 +43,7 @@ from .errors import (
     RmaRangeError,
     RmaTypeError,
     RmaUsageError,
+    SimulationStalled,
     TransportError,
     WindowFreedError,
 )
@@ -55,6 +57,8 @@ from .window import Window
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollectiveStreamBroken",
+    "SimulationStalled",
     "AlreadyConnectedError",
     "CommunicatorError",
     "MpiStateError",

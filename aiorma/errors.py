@@ -82,3 +82,13 @@ class PeerFailed(RmaFailure):
 
     def __str__(self) -> str:
         return f"rank {self.rank} failed: {self.cause!r}"
+
+
+class CollectiveStreamBroken(RmaFailure):
+    """An earlier collective of this Comm failed, so the ranks' message counts are out of step and
+    no later collective can run."""
+
+
+class SimulationStalled(RmaError, RuntimeError):
+    """The simulated program waits for something that can never happen: nothing is ready and no
+    timer is pending (a deadlock).  Raised out of the event loop instead of hanging."""

@@ -17,7 +17,8 @@ PUBLIC = {
     # errors
     "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
     "CommClosedError", "RmaMemoryError", "MpiStateError", "CommunicatorError", "AlreadyConnectedError",
-    "RmaFailure", "TransportError", "EngineFailure", "PeerFailed",
+    "RmaFailure", "TransportError", "EngineFailure", "PeerFailed", "CollectiveStreamBroken",
+    "SimulationStalled",
 }  # fmt: skip
 
 

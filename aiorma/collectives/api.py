@@ -31,6 +31,7 @@ from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
 from .reduce_ops import is_commutative
 from .runner import SerialRunner
 from .schedules import check_tree, node_groups, tree_parent_children
+from .topology import build_bcast_tree
 
 Groups = list[list[int]]
 
@@ -429,10 +430,6 @@ class Collectives:
 
 def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int, list[int]]:
     """The topology-aware broadcast tree (seed 004) from :mod:`aiorma.collectives.topology`."""
-    try:
-        from .topology import build_bcast_tree
-    except ImportError:  # pragma: no cover - the module ships with the package
-        raise RmaUsageError("topology-aware broadcast needs aiorma.collectives.topology") from None
     try:
         return build_bcast_tree(topology, root, range(size), nbytes=nbytes)
     except (ValueError, TypeError, AttributeError, IndexError) as exc:

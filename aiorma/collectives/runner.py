@@ -22,14 +22,9 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..errors import RmaFailure
+from ..errors import CollectiveStreamBroken
 
 JobFactory = Callable[[], Coroutine[Any, Any, Any]]
-
-
-class CollectiveStreamBroken(RmaFailure):
-    """An earlier collective of this Comm failed, so the ranks' message counts are out of step and
-    no later collective can run."""
 
 
 class SerialRunner:

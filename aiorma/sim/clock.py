@@ -15,6 +15,8 @@ import selectors
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ..errors import SimulationStalled
+
 T = TypeVar("T")
 
 
@@ -60,11 +62,6 @@ class EventQueue:
                 self._timer.cancel()
             self._timer_when = heap[0][0]
             self._timer = asyncio.get_running_loop().call_at(self._timer_when, self._fire)
-
-
-class SimulationStalled(RuntimeError):
-    """The simulated program waits for something that can never happen: nothing is ready and no
-    timer is pending (a deadlock).  Raised out of the event loop instead of hanging."""
 
 
 class VirtualClockLoop(asyncio.SelectorEventLoop):
