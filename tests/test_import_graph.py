@@ -90,3 +90,36 @@ def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
     assert "aiorma.comm" in graph["aiorma.session"]  # a module-level import
     assert "aiorma.world" in graph["aiorma.comm"]
     assert "aiorma.transport.mpi" in graph["aiorma.session"]  # imported inside a function
+
+
+ARCHITECTURE = PACKAGE_ROOT.parent / "docs" / "architecture.md"
+
+
+def diagram_layers() -> list[list[str]]:
+    """The stack drawn at the top of docs/architecture.md, top to bottom: per layer the modules
+    or packages it names (``aiorma/session.py, runtime.py`` -> session, runtime)."""
+    block = ARCHITECTURE.read_text().split("```", 2)[1]
+    layers = []
+    for line in block.splitlines():
+        if line.startswith(" aiorma/"):
+            names = line.split("   ")[0].strip().split(", ")
+            layers.append([n.removeprefix("aiorma/").removesuffix(".py").removesuffix("/") for n in names])
+    return layers
+
+
+def test_the_architecture_diagram_is_the_import_graph() -> None:
+    """Every import between modules of the drawn stack goes to the same layer or one below it."""
+    layer_of = {name: i for i, names in enumerate(diagram_layers()) for name in names}
+    assert {"comm", "world", "window", "engine", "transport", "collectives"} <= set(layer_of)
+
+    def layer(module: str) -> int | None:
+        parts = module.split(".")
+        return layer_of.get(parts[1]) if len(parts) > 1 else None
+
+    upward = [
+        (a, b)
+        for a, targets in import_graph().items()
+        for b in targets
+        if layer(a) is not None and layer(b) is not None and layer(b) < layer(a)  # type: ignore[operator]
+    ]
+    assert upward == [], f"imports that go up the drawn stack: {upward}"
