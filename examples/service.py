@@ -79,7 +79,8 @@ async def main(rounds: int, period: float) -> None:
     world = MPI.COMM_WORLD
     beats: list[float] = []
     pulse = asyncio.create_task(heartbeat(beats, period))
-    part = world.Split(world.rank % 2, world.rank)
+    # Split and Free are collective: like every blocking MPI call, they run in a worker thread.
+    part = await anyio.to_thread.run_sync(world.Split, world.rank % 2, world.rank)
     try:
         if world.rank % 2 == 0:
             what = await shared_counters(part, rounds)
@@ -88,7 +89,7 @@ async def main(rounds: int, period: float) -> None:
         await anyio.to_thread.run_sync(world.Barrier)
     finally:
         pulse.cancel()
-        part.Free()
+        await anyio.to_thread.run_sync(part.Free)
     gaps = np.diff(beats) if len(beats) > 1 else np.zeros(1)
     print(f"rank {world.rank}: {what}; heartbeat {len(beats)} beats, longest gap {gaps.max() * 1e3:.1f} ms",
           flush=True)
