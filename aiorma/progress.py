@@ -81,12 +81,18 @@ class ProgressDriver:
             self._dirty.add(engine.win_id)
         self.pump()
         # RMA calls' tokens are finished by the transport, not by the engine: fail those too.
+        self._fail_waiting(make_error)
+        return failed
+
+    def _fail_waiting(self, make_error: Callable[[], BaseException]) -> None:
+        """Every future still watched, and every wait source of the waiter, raises a fresh
+        ``make_error()`` (one exception object raised in many places would gather every
+        traceback)."""
         futures, self._futures = self._futures, {}
         for future, _value in futures.values():
             if not future.done():
                 future.set_exception(make_error())
         self.waiter.fail_sources(make_error())
-        return failed
 
     # ------------------------------------------------------------------- engines
 
@@ -231,12 +237,7 @@ class ProgressDriver:
     async def close(self) -> None:
         """Collective (the endpoint frees what it created on every rank).  A Request still
         pending fails with :class:`CommClosedError`, and so does every later call."""
-        closed = CommClosedError("the Comm was closed while this Request was pending")
-        futures, self._futures = self._futures, {}
-        for future, _value in futures.values():
-            if not future.done():
-                future.set_exception(closed)
-        self.waiter.fail_sources(closed)
+        self._fail_waiting(lambda: CommClosedError("the Comm was closed while this Request was pending"))
         self.engines.clear()
         await self.waiter.stop()
         await self.endpoint.close()
