@@ -8,6 +8,7 @@ back into them, and turns finished engine tokens into Request completions.  Poll
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import weakref
 from collections import deque
@@ -15,14 +16,46 @@ from collections.abc import Callable
 from typing import Any
 
 from .engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
+from .engine.control import AtomicOp
+from .engine.thin import ThinPath
+from .engine.thin_state import thin_path_enabled
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaFailure, TransportError
 from .request import Request
-from .transport.base import Endpoint
+from .transport.base import Endpoint, RmaOp
 from .waiting import Waiter
 
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
 _LINK_PATIENCE = 2e-4
+# Inline waiting: how long awaiting a pending Request polls inside the await before it suspends
+# on the event loop.  An on-time peer answers a fence or a post within tens of microseconds,
+# while one turn of the loop costs 10-15 µs and a park ~100 µs; past the bound the peer is late
+# and the rank's other tasks get the loop.  Shorter when ranks outnumber cores, with the core
+# handed on between polls (sched_yield), so that the peer we wait for can run.
+_INLINE_OWN_CORE = 1e-4
+_INLINE_SHARED_CORE = 3e-5
+
+
+class _InlineIO:
+    """The transport's inline answers for one window's thin path (:class:`~.engine.thin_state.InlineIO`)."""
+
+    __slots__ = ("_endpoint", "_win_id")
+
+    def __init__(self, endpoint: Endpoint, win_id: int) -> None:
+        self._endpoint = endpoint
+        self._win_id = win_id
+
+    def atomics_inline(self, dest: int) -> bool:
+        return self._endpoint.atomics_inline(dest)
+
+    def fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
+        old = self._endpoint.control_fetch(self._win_id, 0, dest, index, op, value, compare)
+        if old is None:
+            raise TransportError(f"an atomic towards rank {dest} that should be inline was not")
+        return old
+
+    def flush(self, target: int, upto: int) -> bool:
+        return self._endpoint.flush(self._win_id, target, upto)
 
 
 class ProgressDriver:
@@ -40,6 +73,12 @@ class ProgressDriver:
         self._events: deque[tuple[Any, ...]] = deque()
         self._dirty: set[int] = set()  # windows whose engines may have actions to drain
         self._pumping = False
+        #: The thin path and inline waiting (off with AIORMA_THIN=0, for equivalence tests).
+        self.thin = thin_path_enabled()
+        self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
+        self._wait_inline = self.wait_inline if endpoint.polled and self.thin else None
+        #: Each window's thin path (absent while it is off or tracing), by window id.
+        self.thin_paths: dict[int, ThinPath] = {}
         endpoint.attach(self)
         _drivers.add(self)
 
@@ -98,10 +137,14 @@ class ProgressDriver:
 
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine
+        thin = ThinPath.of(engine, _InlineIO(self.endpoint, engine.win_id)) if self.thin else None
+        if thin is not None:
+            self.thin_paths[engine.win_id] = thin
         self.waiter.start()
 
     def remove_engine(self, win_id: int) -> None:
         self.engines.pop(win_id, None)
+        self.thin_paths.pop(win_id, None)
 
     def request(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
         """The Request of ``token``, just returned by an engine call: run what the call queued,
@@ -119,7 +162,35 @@ class ProgressDriver:
                 finished.clear()
                 return Request.finished(value, error, what)
             finished.clear()
-        return Request(self.watch(win_id, token, value), self.progress, what)
+        return Request(self.watch(win_id, token, value), self.progress, what, self._wait_inline)
+
+    def issued_inline(self, win_id: int, token: int, op: RmaOp, what: str, value: Any = None) -> Request:
+        """Hand an RMA call that the engine's thin path accounted for (``token``) to the
+        transport at once: finished if it completed inside the call, else pending as usual."""
+        if self.endpoint.issue(win_id, token, op):
+            return Request.finished(value, None, what)
+        self.waiter.wake()
+        return Request(self.watch(win_id, token, value), self.progress, what, self._wait_inline)
+
+    def wait_inline(self, future: asyncio.Future[Any]) -> bool:
+        """Poll inside the await, for a short bounded time, until ``future`` is done (True) or
+        the bound passes (False: suspend on the loop).  Polled transports only."""
+        poll, waiter = self._poll_turn, self.waiter
+        share_core = waiter.oversubscribed
+        deadline = time.perf_counter() + self._inline_patience
+        while True:
+            try:
+                poll()
+                if waiter._sources:
+                    waiter.check_sources()
+            except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
+                self.failed(exc)
+            if future.done():
+                return True
+            if time.perf_counter() >= deadline:
+                return False
+            if share_core:
+                os.sched_yield()
 
     def _finish_release(self, engine: WindowEngine) -> None:
         """Poll for at most _LINK_PATIENCE while a release of ``engine`` waits for its successor's

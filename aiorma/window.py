@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ._buffer_spec import unwrap
-from .constants import LOCK_EXCLUSIVE, LockType, Op
+from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, LockType, Op
+from .engine.thin_state import DONE
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_op_dtype
@@ -45,6 +46,7 @@ class Window:
         self._driver = driver
         self._endpoint = endpoint
         self._engine = engine
+        self._thin = driver.thin_paths.get(engine.win_id)  # None: every call takes the general path
         self._memory = memory
         self.counts = counts  #: elements exposed by each rank
         self.dtype: np.dtype = memory.dtype
@@ -118,12 +120,31 @@ class Window:
     def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> Request:
         """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired."""
         self._check_open()
+        thin = self._thin
+        if (
+            thin is not None
+            and not assertion
+            and type(rank) is int
+            and (lock_type is LOCK_EXCLUSIVE or lock_type is LOCK_SHARED)
+        ):
+            token = thin.lock(rank, lock_type is LOCK_EXCLUSIVE)
+            if token == DONE:
+                return Request.finished(None, None, "lock")
+            if token > 0:
+                return self._call(token, "lock")
         return self._call(self._engine.lock(rank, lock_type, assertion), "lock")
 
     def unlock(self, rank: int) -> Request:
         """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and
         the lock is released."""
         self._check_open()
+        thin = self._thin
+        if thin is not None and type(rank) is int:
+            token = thin.unlock(rank)
+            if token == DONE:
+                return Request.finished(None, None, "unlock")
+            if token > 0:
+                return self._call(token, "unlock")
         return self._call(self._engine.unlock(rank), "unlock")
 
     def lock_all(self, assertion: int = 0) -> Request:
@@ -138,13 +159,18 @@ class Window:
 
     def flush(self, rank: int) -> Request:
         """Completes when the RMA issued so far to ``rank`` in this epoch is complete there."""
-        self._check_open()
-        return self._call(self._engine.flush(rank), "flush")
+        return self._flush(rank, "flush")
 
     def flush_local(self, rank: int) -> Request:
         """Completes when the RMA issued so far to ``rank`` is locally complete."""
+        return self._flush(rank, "flush_local")
+
+    def _flush(self, rank: int, what: str) -> Request:
         self._check_open()
-        return self._call(self._engine.flush(rank), "flush_local")
+        thin = self._thin
+        if thin is not None and type(rank) is int and thin.flush(rank) == DONE:
+            return Request.finished(None, None, what)
+        return self._call(self._engine.flush(rank), what)
 
     def flush_all(self) -> Request:
         self._check_open()
@@ -168,6 +194,20 @@ class Window:
 
     def put(self, origin: Any, target: int, disp: int = 0) -> Request:
         """Write ``origin`` into ``target``'s window at ``disp``."""
+        counts = self.counts
+        if (  # exact types first: the common call needs no conversion (else the full checks)
+            type(origin) is np.ndarray
+            and origin.dtype is self.dtype
+            and origin.ndim == 1
+            and type(target) is int
+            and type(disp) is int
+            and 0 <= target < len(counts)
+            and disp >= 0
+            and disp + origin.size <= counts[target]
+            and origin.flags.c_contiguous
+        ):
+            self._check_open()
+            return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=origin), "put")
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
         return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=data), "put")
@@ -259,6 +299,11 @@ class Window:
         return request
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
+        thin = self._thin
+        if thin is not None:
+            token = thin.rma(op.target)
+            if token > 0:  # accounted for by the engine: the transport gets it now
+                return self._driver.issued_inline(self.win_id, token, op, what, value)
         return self._call(self._engine.rma(op.target, op), what, value)
 
     def _check_open(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from typing import Any
 
 import anyio
@@ -15,6 +16,7 @@ import aiorma
 from aiorma import EngineFailure, Info, RmaUsageError
 from aiorma.engine.control import Word
 from aiorma.info import as_info
+from aiorma.request import FAIR_SLICE
 from aiorma.transport.local import Notice
 
 # ------------------------------------------------------------------------------------ Request
@@ -79,7 +81,10 @@ def test_request_carries_engine_failure() -> None:
     aiorma.run(main, nprocs=1)
 
 
-def test_awaiting_a_finished_request_does_not_yield() -> None:
+def test_awaiting_finished_requests_yields_once_per_fair_slice() -> None:
+    """A Request finished inside its call is returned at once when awaited, but awaiting yields
+    to the loop at least once per FAIR_SLICE, so awaiting in a loop never starves other tasks."""
+
     async def main(comm: aiorma.Comm) -> Any:
         win = await comm.win_allocate(2, np.int64)
         loop = asyncio.get_running_loop()
@@ -87,17 +92,21 @@ def test_awaiting_a_finished_request_does_not_yield() -> None:
 
         nocheck = win.lock(0, aiorma.LOCK_EXCLUSIVE, aiorma.MODE_NOCHECK)
         assert nocheck.done() is True  # completed synchronously, inside the call
+        await nocheck  # (may yield: the slice clock starts here)
         loop.call_soon(ran.append, 1)
         await nocheck
         await nocheck
-        assert ran == []
-        await asyncio.sleep(0)
-        assert ran == [1]  # the probe does run once the task really yields
+        assert ran == []  # within the slice: no yield
+        deadline = time.perf_counter() + 2 * FAIR_SLICE
+        while time.perf_counter() < deadline:
+            pass
+        await nocheck  # the slice has passed: this await is a checkpoint
+        assert ran == [1]
 
         unlock = win.unlock(0)
         await unlock
         loop.call_soon(ran.append, 2)
-        await unlock  # finished earlier: awaiting again does not yield
+        await unlock  # finished earlier, within the slice: awaiting again does not yield
         assert ran == [1]
         await asyncio.sleep(0)
         assert ran == [1, 2]

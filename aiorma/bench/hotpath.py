@@ -1,12 +1,25 @@
-"""The cost of the hot path: one ``win.put`` and one ``await win.flush(t)`` inside a long lock_all
-epoch, against the same calls in raw mpi4py, in the same run.
+"""The cost of the hot path: the common epochs at 8 B, back to back, against the same calls in raw
+mpi4py, in the same processes and interleaved round by round.
 
-    python -m aiorma.bench hotpath [--iters N] [--repeats R] [--json PATH]
+    python -m aiorma.bench hotpath [--iters N] [--repeats R] [--ranks P] [--json PATH]
+                                   [--emulate-nodes K]
 
-Launches itself on 2 ranks under the mpich wheel's ``mpiexec``; rank 0 calls, rank 1 is the
-target (an allocated window: on one node MPICH's RMA into it is passive).  Reports the median
-time per call over ``--repeats`` runs of ``--iters`` calls each, and aiorma's cost above mpi4py's:
-that difference is the Python price of aiorma's layers (validation, engine, driver, Request).
+Launches itself on ``--ranks`` ranks (2 by default) under the mpich wheel's ``mpiexec``.  Rank 0
+is the origin, rank 1 the target, further ranks only take part in fences (allocated windows: on
+one node MPICH's RMA into them is passive).  Each round times, first with mpi4py's blocking calls
+and then with aiorma awaiting each call (the blocking form), ``--iters`` back-to-back repetitions
+of every case:
+
+* ``lock/put/unlock``: an exclusive lock, one 8-byte put, unlock;
+* ``lock_all put+flush``: one put and a flush inside a long lock_all epoch;
+* ``fence/put/fence``: fence(NOPRECEDE), one put, fence(NOSUCCEED), on every rank;
+* ``pscw``: start/put/complete at the origin against post/wait at the target;
+* ``put``, ``flush``: the single calls inside lock_all (aiorma's Python cost per call).
+
+It reports the median over ``--repeats`` rounds of the time per repetition in microseconds (µs)
+and the ratio aiorma / mpi4py: the Python price of aiorma's layers (validation, engine, driver,
+Request) for each case.  ``AIORMA_THIN=0`` in the environment turns the engine's thin path off,
+to measure what it buys.
 """
 
 from __future__ import annotations
@@ -17,63 +30,160 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._cli import command_parser
-from ._launch import ensure_mpi_ranks
+from ._launch import add_emulate_nodes_option, ensure_mpi_ranks
+
+CASES = ("lock/put/unlock", "lock_all put+flush", "fence/put/fence", "pscw", "put", "flush")
 
 
-def _per_call(fn: Any, iters: int) -> float:
+def _timed(fn: Callable[[], None], iters: int) -> float:
     start = time.perf_counter()
     for _ in range(iters):
         fn()
     return (time.perf_counter() - start) / iters
 
 
+async def _timed_async(fn: Callable[[], Any], iters: int) -> float:
+    start = time.perf_counter()
+    for _ in range(iters):
+        await fn()
+    return (time.perf_counter() - start) / iters
+
+
 def measure_mpi(iters: int) -> dict[str, float]:
+    """One round of every case with raw mpi4py; times on rank 0 (others: empty)."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
     win = MPI.Win.Allocate(64, 8, comm=comm)
-    win.Lock_all()
     origin = np.ones(1, np.int64)
     times: dict[str, float] = {}
-    if comm.Get_rank() == 0:
-        times["put"] = _per_call(lambda: win.Put(origin, 1), iters)
-        times["rput"] = _per_call(lambda: win.Rput(origin, 1).Wait(), iters)
-        times["flush"] = _per_call(lambda: win.Flush(1), iters)
+    group = win.Get_group()
+    peer = group.Incl([1 - rank] if rank < 2 else [])
+
+    comm.Barrier()
+    if rank == 0:
+
+        def lock_put_unlock() -> None:
+            win.Lock(1, MPI.LOCK_EXCLUSIVE)
+            win.Put(origin, 1)
+            win.Unlock(1)
+
+        times["lock/put/unlock"] = _timed(lock_put_unlock, iters)
+    comm.Barrier()
+
+    def fence_put_fence() -> None:
+        win.Fence(MPI.MODE_NOPRECEDE)
+        if rank == 0:
+            win.Put(origin, 1)
+        win.Fence(MPI.MODE_NOSUCCEED)
+
+    elapsed = _timed(fence_put_fence, iters)
+    if rank == 0:
+        times["fence/put/fence"] = elapsed
+    comm.Barrier()
+
+    if rank == 0:
+
+        def start_put_complete() -> None:
+            win.Start(peer)
+            win.Put(origin, 1)
+            win.Complete()
+
+        times["pscw"] = _timed(start_put_complete, iters)
+    elif rank == 1:
+
+        def post_wait() -> None:
+            win.Post(peer)
+            win.Wait()
+
+        _timed(post_wait, iters)
+    comm.Barrier()
+
+    win.Lock_all()
+    if rank == 0:
 
         def put_flush() -> None:
             win.Put(origin, 1)
             win.Flush(1)
 
-        times["put+flush"] = _per_call(put_flush, iters)
+        times["lock_all put+flush"] = _timed(put_flush, iters)
+        times["put"] = _timed(lambda: win.Put(origin, 1), iters)
+        times["flush"] = _timed(lambda: win.Flush(1), iters)
     win.Unlock_all()
     comm.Barrier()
+    peer.Free()
+    group.Free()
     win.Free()
     return times
 
 
 async def measure_aiorma(comm: Any, iters: int) -> dict[str, float]:
+    """The same round with aiorma, awaiting every call."""
+    import aiorma
+
+    rank = comm.rank
     win = await comm.win_allocate(8, np.int64)
-    await win.lock_all()
     origin = np.ones(1, np.int64)
     times: dict[str, float] = {}
-    if comm.rank == 0:
-        times["put"] = _per_call(lambda: win.put(origin, 1), iters)
-        await win.flush(1)
-        start = time.perf_counter()
-        for _ in range(iters):
-            await win.flush(1)
-        times["flush"] = (time.perf_counter() - start) / iters
-        start = time.perf_counter()
-        for _ in range(iters):
+
+    await comm.barrier()
+    if rank == 0:
+
+        async def lock_put_unlock() -> None:
+            await win.lock(1, aiorma.LOCK_EXCLUSIVE)
+            win.put(origin, 1)
+            await win.unlock(1)
+
+        times["lock/put/unlock"] = await _timed_async(lock_put_unlock, iters)
+    await comm.barrier()
+
+    async def fence_put_fence() -> None:
+        await win.fence(aiorma.MODE_NOPRECEDE)
+        if rank == 0:
+            win.put(origin, 1)
+        await win.fence(aiorma.MODE_NOSUCCEED)
+
+    elapsed = await _timed_async(fence_put_fence, iters)
+    if rank == 0:
+        times["fence/put/fence"] = elapsed
+    await comm.barrier()
+
+    if rank == 0:
+
+        async def start_put_complete() -> None:
+            await win.start([1])
+            win.put(origin, 1)
+            await win.complete()
+
+        times["pscw"] = await _timed_async(start_put_complete, iters)
+    elif rank == 1:
+
+        async def post_wait() -> None:
+            await win.post([0])
+            await win.wait()
+
+        await _timed_async(post_wait, iters)
+    await comm.barrier()
+
+    await win.lock_all()
+    if rank == 0:
+
+        async def put_flush() -> None:
             win.put(origin, 1)
             await win.flush(1)
-        times["put+flush"] = (time.perf_counter() - start) / iters
+
+        times["lock_all put+flush"] = await _timed_async(put_flush, iters)
+        times["put"] = _timed(lambda: win.put(origin, 1), iters)
+        await win.flush(1)
+        times["flush"] = await _timed_async(lambda: win.flush(1), iters)
     await win.unlock_all()
     await comm.barrier()
     await win.free()
@@ -88,19 +198,23 @@ async def run(comm: Any, options: argparse.Namespace) -> dict[str, Any]:
         for name, value in (await measure_aiorma(comm, options.iters)).items():
             samples.setdefault(f"aiorma {name}", []).append(value)
         if comm.rank == 0:
-            print(f"[hotpath] run {i + 1}/{options.repeats} done", file=sys.stderr, flush=True)
+            print(f"[hotpath] round {i + 1}/{options.repeats} done", file=sys.stderr, flush=True)
     return {name: 1e6 * statistics.median(values) for name, values in samples.items()}
 
 
 def main(argv: list[str]) -> int:
     parser = command_parser("python -m aiorma.bench hotpath", __doc__)
-    parser.add_argument("--iters", type=int, default=5000, help="calls per run (default %(default)s)")
+    parser.add_argument("--iters", type=int, default=2000, help="repetitions per round (default %(default)s)")
     parser.add_argument(
-        "--repeats", type=int, default=5, help="runs; the median is reported (default %(default)s)"
+        "--repeats", type=int, default=5, help="rounds; the median is reported (default %(default)s)"
     )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the medians (µs per call) here")
+    parser.add_argument("--ranks", type=int, default=2, help="ranks to run (default %(default)s)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the medians (µs) and ratios here")
+    add_emulate_nodes_option(parser)
     options = parser.parse_args(argv)
-    if ensure_mpi_ranks(2, "aiorma.bench", ["hotpath", *argv]):
+    if options.ranks < 2:
+        parser.error("--ranks must be at least 2")
+    if ensure_mpi_ranks(options.ranks, "aiorma.bench", ["hotpath", *argv], options.emulate_nodes):
         return 0
 
     import aiorma
@@ -108,13 +222,22 @@ def main(argv: list[str]) -> int:
     result = aiorma.run(run, options)
     if os.environ.get("PMI_RANK", "0") != "0":
         return 0
-    print(f"{'call':24} {'µs per call':>12}")
-    for name in sorted(result):
-        print(f"{name:24} {result[name]:>12.2f}")
-    for call in ("put", "flush", "put+flush"):
-        ours, theirs = result[f"aiorma {call}"], result[f"mpi4py {call}"]
-        print(f"aiorma's Python cost of {call}: {ours - theirs:.2f} µs ({ours / theirs:.1f}x)")
+    thin = os.environ.get("AIORMA_THIN", "1") != "0"
+    print(f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}; µs per repetition")
+    print(f"{'case':22} {'mpi4py':>9} {'aiorma':>9} {'ratio':>7}")
+    ratios = {}
+    for case in CASES:
+        ours, theirs = result[f"aiorma {case}"], result[f"mpi4py {case}"]
+        ratios[case] = ours / theirs
+        print(f"{case:22} {theirs:>9.2f} {ours:>9.2f} {ours / theirs:>6.1f}x")
     if options.json:
         options.json.parent.mkdir(parents=True, exist_ok=True)
-        options.json.write_text(json.dumps(result, indent=1))
+        record = {
+            "ranks": options.ranks,
+            "thin": thin,
+            "emulate_nodes": options.emulate_nodes,
+            "us": result,
+            "ratio": ratios,
+        }
+        options.json.write_text(json.dumps(record, indent=1))
     return 0

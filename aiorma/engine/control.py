@@ -30,6 +30,8 @@ import enum
 
 import attrs
 
+from .identity_enum import IdentityEnum
+
 
 class Word(enum.IntEnum):
     """The per-peer words; each has one slot per rank."""
@@ -42,7 +44,7 @@ class Word(enum.IntEnum):
     LOCK_NEXT = 5
 
 
-class AtomicOp(enum.Enum):
+class AtomicOp(IdentityEnum):
     """What a control write or fetch does to the word at the destination."""
 
     MAX = "max"

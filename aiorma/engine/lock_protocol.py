@@ -32,7 +32,6 @@ Every wait is on this rank's own memory.  The engine allows one active request p
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from typing import Protocol
 
@@ -40,9 +39,10 @@ import attrs
 import numpy as np
 
 from .control import READER_BITS, READER_MASK, AtomicOp, ControlLayout, Word
+from .identity_enum import IdentityEnum
 
 
-class Head(enum.Enum):
+class Head(IdentityEnum):
     """Where this request stands in the target's queue."""
 
     NONE = "none"
@@ -54,7 +54,7 @@ class Head(enum.Enum):
     PASSED = "passed"  # head handed on (or queue emptied)
 
 
-class Hold(enum.Enum):
+class Hold(IdentityEnum):
     """Whether this request holds the lock."""
 
     WAITING = "waiting"

@@ -16,12 +16,11 @@ before the next is opened).  Read with :func:`aiorma.engine.window_engine.Window
 
 from __future__ import annotations
 
-import enum
-
 from ..info import Info
+from .identity_enum import IdentityEnum
 
 
-class EpochKind(enum.Enum):
+class EpochKind(IdentityEnum):
     FENCE = "fence"
     POST = "post"  # exposure (GATS target side)
     START = "start"  # access (GATS origin side)
@@ -29,7 +28,7 @@ class EpochKind(enum.Enum):
     LOCK_ALL = "lock_all"  # passive-target access to every rank
 
 
-class EpochState(enum.Enum):
+class EpochState(IdentityEnum):
     """The engine's view of an epoch's :class:`~.states.EpochPhase` (open or closed aside)."""
 
     DEFERRED = "deferred"  # opened, waiting for the activation rules; its calls are recorded
@@ -43,7 +42,8 @@ PASSIVE_KINDS = frozenset({EpochKind.LOCK, EpochKind.LOCK_ALL})
 # Rules 18–19.
 NEVER_REORDERED = frozenset({EpochKind.FENCE, EpochKind.LOCK_ALL})
 
-class ReorderFlag(enum.Enum):
+
+class ReorderFlag(IdentityEnum):
     """The four reorder flags; the value is the :class:`~aiorma.info.Info` field that holds it."""
 
     ACCESS_AFTER_ACCESS = "access_after_access_reorder"
@@ -69,7 +69,7 @@ REORDER_FLAG: dict[tuple[EpochKind, EpochKind], ReorderFlag] = {
 }
 
 
-class ExtraCondition(enum.Enum):
+class ExtraCondition(IdentityEnum):
     LOCKED_RANK_NOT_A_TARGET = "the rank to lock is not a target of an active access epoch"  # 13a, 15a
     WINDOW_NOT_LOCKED = "no process holds a lock on the local window"  # 16a, 17a
 

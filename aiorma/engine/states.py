@@ -41,10 +41,10 @@ another usage error, and change nothing.
 
 from __future__ import annotations
 
-import enum
+from .identity_enum import IdentityEnum
 
 
-class EpochPhase(enum.Enum):
+class EpochPhase(IdentityEnum):
     """Where one epoch is in its life: open or closed by the program × deferred, active or done."""
 
     DEFERRED = "deferred"  # open, waiting for the activation rules; its calls are recorded
@@ -54,7 +54,7 @@ class EpochPhase(enum.Enum):
     COMPLETED = "completed"  # RMA done and closing notifications sent; its Requests are finished
 
 
-class EpochStep(enum.Enum):
+class EpochStep(IdentityEnum):
     """What moves an epoch; the values are the step names of :class:`~.actions.EpochEvent`."""
 
     ACTIVATE = "activate"  # the engine: the activation rules hold
@@ -62,7 +62,7 @@ class EpochStep(enum.Enum):
     COMPLETE = "complete"  # the engine: remotely complete, notified, released
 
 
-class TargetPhase(enum.Enum):
+class TargetPhase(IdentityEnum):
     """Where one access epoch stands with one of its targets."""
 
     WAITING = "waiting"  # no grant yet: RMA calls are recorded for replay
@@ -71,7 +71,7 @@ class TargetPhase(enum.Enum):
     CLOSED_OUT = "closed_out"  # granted, then closed out ("done" sent / lock released)
 
 
-class TargetStep(enum.Enum):
+class TargetStep(IdentityEnum):
     GRANT = "grant"  # the target granted access (post's grant, fence notice, lock, NOCHECK)
     CLOSE_OUT = "close_out"  # RMA remotely complete; "done" sent or lock released
 

@@ -60,6 +60,7 @@ from .rules import (
     reorder_flag,
 )
 from .states import EPOCH_TRANSITIONS, TARGET_TRANSITIONS, EpochPhase, EpochStep, TargetPhase, TargetStep
+from .thin_state import Answer, ThinLock
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -161,6 +162,11 @@ class WindowEngine:
         self._actions: list[Action] = []
         self._activating = False
         self._activate_again = False
+        #: A lock epoch held through the thin path, not (yet) built as an Epoch.
+        self.thin_lock: ThinLock | None = None
+        # Atomics the thin path already made, whose answers the general path takes in order
+        # instead of asking again (control_fetch) when a thin epoch inflates.
+        self._replay: deque[Answer] = deque()
 
     # ------------------------------------------------------------------ output
 
@@ -172,15 +178,38 @@ class WindowEngine:
     @property
     def quiescent(self) -> bool:
         """No epoch is live and no request is pending."""
-        return not self._active and not self._deferred and not self._pending_tokens
+        return not self._active and not self._deferred and not self._pending_tokens and self.thin_lock is None
 
     def open_epochs(self) -> list[Epoch]:
-        """Epochs open at application level (not yet closed by the program), in opening order."""
+        """Epochs open at application level (not yet closed by the program), in opening order.
+        A thin lock epoch is built as an Epoch first (inflated) so that it is among them."""
+        self.inflate_thin()
         return list(self._open.values())
 
     def live_epochs(self) -> list[Epoch]:
-        """Epochs not yet completed internally, in opening order."""
+        """Epochs not yet completed internally, in opening order (thin ones inflated first)."""
+        self.inflate_thin()
         return [*self._active, *self._deferred]
+
+    def inflate_thin(self) -> None:
+        """Build the lock epoch held through the thin path as the general path would have built
+        it: the general lock call is made, and the thin acquisition's atomics are handed to it
+        as their answers (see :mod:`.thin`)."""
+        held = self.thin_lock
+        if held is None:
+            return
+        self.thin_lock = None
+        self._replay.extend(held.acquired)
+        lock_type = LockType.EXCLUSIVE if held.exclusive else LockType.SHARED
+        token = self._next_token  # the lock's Request was finished by the thin path: no one waits
+        self._next_token += 1
+        epoch = self._open_epoch(EpochKind.LOCK, (held.target,), 0, token, lock_type)
+        self._activate_ready()
+        access = epoch.access[held.target]
+        if self._replay or not access.granted:
+            raise EngineFailure(f"a thin lock towards rank {held.target} did not inflate to a held lock")
+        access.op_count = held.op_count
+        access.last_seq = held.last_seq
 
     # ------------------------------------------------------ application: active target
 
@@ -500,6 +529,16 @@ class WindowEngine:
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
     ) -> None:
+        replay = self._replay
+        if replay:  # the thin path made this atomic already: its answer, not a second atomic
+            made = replay.popleft()
+            if made[:5] != (dest, index, op, value, compare):
+                raise EngineFailure(
+                    f"the general path asked for {(dest, index, op, value, compare)}, "
+                    f"not for the thin path's {made[:5]}"
+                )
+            then(made[5])
+            return
         token = self._next_token
         self._next_token += 1
         self._fetches[token] = then
@@ -845,6 +884,8 @@ class WindowEngine:
             raise self.failure
         if self.freeing:
             raise WindowFreedError("the window has been freed")
+        if self.thin_lock is not None:
+            self.inflate_thin()  # every general call sees the epochs as the general path has them
 
     def _raise(self, dest: int, word: Word, value: int) -> None:
         """Raise our slot of ``word`` at ``dest`` to ``value`` (max: late or repeated is harmless)."""

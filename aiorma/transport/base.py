@@ -30,7 +30,6 @@ Completion contract, relied on by the engine and the driver:
 
 from __future__ import annotations
 
-import enum
 from typing import Protocol
 
 import attrs
@@ -38,10 +37,11 @@ import numpy as np
 
 from ..constants import Op
 from ..engine.control import AtomicOp
+from ..engine.identity_enum import IdentityEnum
 from ..errors import TransportError
 
 
-class RmaKind(enum.Enum):
+class RmaKind(IdentityEnum):
     PUT = "put"
     GET = "get"
     ACCUMULATE = "accumulate"
@@ -84,7 +84,7 @@ class WindowLayout:
     counts: tuple[int, ...]
 
 
-class PollNeed(enum.Enum):
+class PollNeed(IdentityEnum):
     """What a polled endpoint needs from the rank's waiter between polls (one answer, so that
     the waiting policy stays in :mod:`aiorma.waiting` and the transport only states facts)."""
 
@@ -142,6 +142,10 @@ class Endpoint(Protocol):
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
     ) -> int | None: ...
+
+    def atomics_inline(self, dest: int) -> bool:
+        """True when :meth:`control_fetch` towards ``dest`` always answers inside the call (the
+        engine's thin path runs the lock protocol inline only then)."""
 
     def poll(self) -> bool:
         """Make progress; report completions and changed control regions to the sink.  True when

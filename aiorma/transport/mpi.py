@@ -401,6 +401,10 @@ class MpiEndpoint:
         if dest != self.rank:
             self._ring(dest)
 
+    def atomics_inline(self, dest: int) -> bool:
+        """Control regions are allocated memory: atomics into a peer that shares ours are inline."""
+        return self._passive[dest]
+
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
     ) -> int | None:

@@ -1,0 +1,201 @@
+"""The thin path: the common epoch served inside the call, by the engine, beside its general path.
+
+Most epochs a program runs are uncommon in nothing: a lock on a queue nobody else is in, puts
+into an epoch whose access is granted, a flush whose data is already complete.  The general path
+(:mod:`.window_engine`) serves them too, but builds an :class:`~.epochs.Epoch`, an
+:class:`~.epochs.AccessTarget` and a :class:`~.lock_protocol.QueueLock` per lock epoch and hands
+every atomic to the driver as an action and back as an event.  The thin path serves them inline:
+
+* **lock** (no assertion, nothing else live on the window, atomics towards the target answered
+  inside the call): the MCS steps of :mod:`.lock_protocol` run one after the other with their
+  answers in hand — for an exclusive lock the tail swap and the look at the reader count, for a
+  shared lock the swap, the reader increment and handing the head back.  The epoch is then kept
+  as a :class:`ThinLock` record, not as an Epoch.
+* **RMA** on a thin lock, or on a general epoch whose access to the target is granted: the
+  per-target sequence numbers move as :meth:`WindowEngine._issue` would move them, and the
+  caller hands the operation to the transport itself (no action, no pump).
+* **flush** when the transport answers it inside the call.
+* **unlock** of a thin lock: flush inline, then the release (one compare-and-swap of the tail for
+  an exclusive lock, one decrement for a shared one).
+
+Anything else — an answer that shows contention (a predecessor in the queue, readers present, a
+successor linking), a transport that cannot answer inline, any other call on the window — makes
+the thin path **inflate**: the general path is run for the same calls, and the answers of the
+atomics the thin path already made are handed to it in order instead of being asked for again
+(:meth:`WindowEngine.control_fetch` consumes them).  So the general path builds exactly the
+objects, counters and lock state it would have built had it served the calls from the start, and
+carries on from there.  Only atomics that changed something are replayed: a compare-and-swap that
+failed or a look at a word changed nothing, and the general path asks again.
+
+The thin path never runs while tracing is on (every step must then be recorded) and is turned
+off for equivalence tests by ``AIORMA_THIN=0`` (see :func:`thin_path_enabled`).
+"""
+
+from __future__ import annotations
+
+from ..constants import LockType
+from .control import READER_BITS, READER_MASK, AtomicOp, Word
+from .rules import EpochKind
+from .states import TargetPhase
+from .thin_state import DONE, NOT_THIN, Answer, InlineIO, ThinLock
+from .window_engine import WindowEngine
+
+
+class ThinPath:
+    """The thin entry points of one :class:`WindowEngine`.  Each returns :data:`NOT_THIN`
+    (nothing changed: make the general call), :data:`DONE` (served; the Request is finished) or,
+    for lock and unlock, a positive token: the call started inline and inflated, and the general
+    path's token stands for it."""
+
+    @classmethod
+    def of(cls, engine: WindowEngine, io: InlineIO) -> ThinPath | None:
+        """The thin path of ``engine``, or None while tracing: the thin path records no steps."""
+        if engine.history is not None or engine.observer is not None:
+            return None
+        return cls(engine, io)
+
+    def __init__(self, engine: WindowEngine, io: InlineIO) -> None:
+        self.engine = engine
+        self.io = io
+        layout = engine.layout
+        self._tail = layout.lock_tail
+        self._state = layout.lock_state
+        self._me = engine.rank + 1
+
+    # ------------------------------------------------------------------ passive target
+
+    def lock(self, rank: int, exclusive: bool) -> int:
+        engine = self.engine
+        if (
+            engine.thin_lock is not None
+            or engine._open
+            or engine._active
+            or engine._deferred
+            or engine._actions
+            or engine.failure is not None
+            or engine.freeing
+            or not 0 <= rank < engine.size
+            or not self.io.atomics_inline(rank)
+        ):
+            return NOT_THIN
+        fetch, me = self.io.fetch, self._me
+        acquired: list[Answer] = []
+        old = fetch(rank, self._tail, AtomicOp.REPLACE, me, 0)
+        acquired.append((rank, self._tail, AtomicOp.REPLACE, me, 0, old))
+        if old != 0:  # a predecessor: queue behind it
+            return self._inflate_lock(rank, exclusive, acquired)
+        if exclusive:
+            old = fetch(rank, self._state, AtomicOp.NO_OP, 0, 0)
+            if old & READER_MASK:  # readers hold it: the general path registers and drains
+                return self._inflate_lock(rank, exclusive, acquired)
+            acquired.append((rank, self._state, AtomicOp.NO_OP, 0, 0, old))
+        else:
+            old = fetch(rank, self._state, AtomicOp.SUM, 1, 0)
+            acquired.append((rank, self._state, AtomicOp.SUM, 1, 0, old))
+            if engine.control[engine.layout.index(Word.LOCK_NEXT, rank)] != engine._lock_counts[rank].linked:
+                return self._inflate_lock(rank, exclusive, acquired)  # a successor to hand on to
+            old = fetch(rank, self._tail, AtomicOp.CAS, 0, me)
+            if old != me:  # a successor swapped in: a failed CAS changed nothing, not replayed
+                return self._inflate_lock(rank, exclusive, acquired)
+            acquired.append((rank, self._tail, AtomicOp.CAS, 0, me, old))
+        engine.thin_lock = ThinLock(rank, exclusive, acquired)
+        engine._last_kind = EpochKind.LOCK
+        return DONE
+
+    def _inflate_lock(self, rank: int, exclusive: bool, acquired: list[Answer]) -> int:
+        engine = self.engine
+        engine._replay.extend(acquired)
+        return engine.lock(rank, LockType.EXCLUSIVE if exclusive else LockType.SHARED)
+
+    def unlock(self, rank: int) -> int:
+        engine = self.engine
+        held = engine.thin_lock
+        if held is None or held.target != rank or engine._actions:
+            return NOT_THIN
+        peer = engine.peers[rank]
+        if peer.remote_complete_seq < held.last_seq:
+            upto = peer.issued_seq
+            peer.flush_requested = max(peer.flush_requested, upto)
+            if not self.io.flush(rank, upto):  # completes later: the general path waits for it
+                return self._inflate_unlock(rank)
+            peer.remote_complete_seq = upto
+        fetch, me = self.io.fetch, self._me
+        if held.exclusive:
+            if engine.control[engine.layout.index(Word.LOCK_NEXT, rank)] != engine._lock_counts[rank].linked:
+                return self._inflate_unlock(rank)  # a successor linked: hand the head to it
+            old = fetch(rank, self._tail, AtomicOp.CAS, 0, me)
+            if old != me:  # a successor swapped in (failed: nothing to replay)
+                return self._inflate_unlock(rank)
+        else:
+            old = fetch(rank, self._state, AtomicOp.SUM, -1, 0)
+            if old & READER_MASK == 1 and old >> READER_BITS:  # last reader out, a writer waits
+                return self._inflate_unlock(rank, (rank, self._state, AtomicOp.SUM, -1, 0, old))
+        engine.thin_lock = None
+        return DONE
+
+    def _inflate_unlock(self, rank: int, *released: Answer) -> int:
+        """The general unlock, after the held epoch is inflated, with the release's answers."""
+        engine = self.engine
+        engine.inflate_thin()
+        engine._replay.extend(released)
+        return engine.unlock(rank)
+
+    # ------------------------------------------------------------------ RMA and flush
+
+    def rma(self, target: int) -> int:
+        """Account for an RMA call towards ``target`` that the caller issues itself: its token,
+        or :data:`NOT_THIN`."""
+        engine = self.engine
+        if engine._actions or engine.failure is not None or engine.freeing:
+            return NOT_THIN
+        held = engine.thin_lock
+        if held is not None:
+            if held.target != target:
+                return NOT_THIN
+            peer = engine.peers[target]
+            peer.issued_seq += 1
+            held.last_seq = peer.issued_seq
+            held.op_count += 1
+        else:
+            epoch = engine._access_epoch_for(target)
+            if epoch is None:
+                return NOT_THIN
+            access = epoch.access[target]
+            if access.phase is not TargetPhase.GRANTED:
+                return NOT_THIN
+            peer = engine.peers[target]
+            peer.issued_seq += 1
+            access.last_seq = peer.issued_seq
+            access.op_count += 1
+        token = engine._next_token
+        engine._next_token += 1
+        return token
+
+    def flush(self, rank: int) -> int:
+        """flush(rank) when the RMA towards ``rank`` is complete already or the transport
+        completes it inside the call."""
+        engine = self.engine
+        if engine._actions or engine._flush_waiters or engine.failure is not None or engine.freeing:
+            return NOT_THIN
+        held = engine.thin_lock
+        if held is not None:
+            if held.target != rank:
+                return NOT_THIN
+            last_seq = held.last_seq
+        else:
+            epoch = engine._access_epoch_for(rank, passive_only=True)
+            if epoch is None:
+                return NOT_THIN
+            access = epoch.access[rank]
+            if access.phase is not TargetPhase.GRANTED:
+                return NOT_THIN
+            last_seq = access.last_seq
+        peer = engine.peers[rank]
+        if peer.remote_complete_seq >= last_seq:
+            return DONE
+        upto = peer.issued_seq
+        if not self.io.flush(rank, upto):
+            peer.flush_requested = max(peer.flush_requested, upto)
+            return NOT_THIN  # in flight: the general flush waits for its report
+        engine.flushed(rank, upto)
+        return DONE
