@@ -83,27 +83,52 @@ class Window:
         when the closed epoch has completed on this rank, i.e. every rank's RMA of that epoch is
         done; with MODE_NOPRECEDE alone, when the new epoch is activated."""
         self._check_open()
+        thin = self._thin
+        if thin is not None and type(assertion) is int:
+            token = thin.fence(assertion)
+            if token > 0:
+                return self._call(token, "fence")
         return self._call(self._engine.fence(assertion), "fence")
 
     def post(self, group: Iterable[int], assertion: int = 0) -> Request:
         """Expose this window to ``group``.  Completes when the exposure is granted."""
         self._check_open()
+        thin = self._thin
+        if thin is not None:
+            token = thin.post(group, assertion)
+            if token > 0:
+                return self._call(token, "post")
         return self._call(self._engine.post(group, assertion), "post")
 
     def start(self, group: Iterable[int], assertion: int = 0) -> Request:
         """Begin an access epoch to ``group``.  Completes when every target has granted it (or,
         for an epoch without RMA calls that finished before its grants arrived, with the epoch)."""
         self._check_open()
+        thin = self._thin
+        if thin is not None:
+            token = thin.start(group, assertion)
+            if token > 0:
+                return self._call(token, "start")
         return self._call(self._engine.start(group, assertion), "start")
 
     def complete(self) -> Request:
         """End the access epoch.  Completes when its RMA is complete at every target."""
         self._check_open()
+        thin = self._thin
+        if thin is not None:
+            token = thin.complete()
+            if token > 0:
+                return self._call(token, "complete")
         return self._call(self._engine.complete(), "complete")
 
     def wait(self) -> Request:
         """End the exposure epoch.  Completes when every origin of the group has completed."""
         self._check_open()
+        thin = self._thin
+        if thin is not None:
+            token = thin.wait()
+            if token > 0:
+                return self._call(token, "wait")
         return self._call(self._engine.wait(), "wait")
 
     def test(self) -> bool:

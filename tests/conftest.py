@@ -1,5 +1,6 @@
 """The registry's test matrix: every check of tests/registry.py at each of its world sizes on each
-transport, as ``registry_case`` (ids ``<transport>-<size>-<check>``), and the MPI jobs behind it."""
+transport, with the engine's thin path on and off (``AIORMA_THIN=0``), as ``registry_case`` (ids
+``<transport>-<size>-<check>``, and ``...-thin_off``), and the MPI jobs behind it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class RegistryCase:
     transport: str
     size: int
     name: str
+    thin: bool = True
 
 
 def _param(case: RegistryCase) -> Any:
@@ -39,13 +41,15 @@ def _param(case: RegistryCase) -> Any:
         marks = [pytest.mark.mpi, pytest.mark.timeout(JOB_TIMEOUT + 60)]
     else:
         marks = [pytest.mark.timeout(120)]
-    return pytest.param(case, id=f"{case.transport}-{case.size}-{case.name}", marks=marks)
+    suffix = "" if case.thin else "-thin_off"
+    return pytest.param(case, id=f"{case.transport}-{case.size}-{case.name}{suffix}", marks=marks)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "registry_case" in metafunc.fixturenames:
         params = [
-            _param(RegistryCase(transport, size, name))
+            _param(RegistryCase(transport, size, name, thin))
+            for thin in (True, False)
             for transport in TRANSPORTS
             for size, name in cases(transport)
         ]

@@ -52,15 +52,21 @@ class MpiOutcome:
 
 
 def launch_mpi(
-    script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
+    script: str | Path,
+    nprocs: int,
+    *args: str,
+    timeout: float = 120,
+    emulate_nodes: int = 0,
+    env: dict[str, str] | None = None,
 ) -> MpiOutcome:
     """Run ``mpiexec -n nprocs python script args`` with the repository on ``PYTHONPATH`` and return
     how it ended, never raising for a failed job.  ``emulate_nodes >= 2`` runs the ranks on that
     many emulated nodes (see :func:`aiorma.bench._launch.mpiexec_command`); the caller checks
-    ``emulation_unavailable()`` first.  On a timeout the whole process group (mpiexec and every
+    ``emulation_unavailable()`` first; ``env`` adds variables to the ranks' environment (e.g.
+    ``AIORMA_THIN=0``).  On a timeout the whole process group (mpiexec and every
     rank) is killed before the output is collected, so nothing is left running."""
     assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     cmd = mpiexec_command(nprocs, [sys.executable, str(script), *args], emulate_nodes)
     # A new session makes mpiexec and its ranks one process group that a timeout can kill whole.

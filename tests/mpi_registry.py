@@ -45,16 +45,22 @@ class RegistryJob:
 
 
 def run_job(
-    size: int, transport: str, out_dir: Path, names: list[str] | None = None, timeout: float = JOB_TIMEOUT
+    size: int,
+    transport: str,
+    out_dir: Path,
+    names: list[str] | None = None,
+    timeout: float = JOB_TIMEOUT,
+    thin: bool = True,
 ) -> RegistryJob:
     """Run every check of ``transport`` ("mpi" or "mpi_2nodes") at ``size`` (or just ``names``, in
-    that order) in one mpiexec job."""
+    that order) in one mpiexec job; ``thin=False`` with the thin path off (``AIORMA_THIN=0``)."""
     assert transport in TRANSPORTS and transport.startswith("mpi"), transport
     if names is None:
         names = names_at(transport, size)
     out_dir.mkdir(parents=True, exist_ok=True)
     emulate = 2 if transport == "mpi_2nodes" else 0
-    outcome = launch_mpi(SCRIPT, size, str(out_dir), *names, timeout=timeout, emulate_nodes=emulate)
+    env = None if thin else {"AIORMA_THIN": "0"}
+    outcome = launch_mpi(SCRIPT, size, str(out_dir), *names, timeout=timeout, emulate_nodes=emulate, env=env)
     job = RegistryJob(size, names, outcome)
     for path in sorted(out_dir.glob("rank*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -72,10 +78,11 @@ class RegistryJobs:
 
     def __init__(self, base_dir: Path) -> None:
         self._base_dir = base_dir
-        self._jobs: dict[tuple[str, int], RegistryJob] = {}
+        self._jobs: dict[tuple[str, int, bool], RegistryJob] = {}
 
-    def job(self, transport: str, size: int) -> RegistryJob:
-        key = (transport, size)
+    def job(self, transport: str, size: int, thin: bool = True) -> RegistryJob:
+        key = (transport, size, thin)
         if key not in self._jobs:
-            self._jobs[key] = run_job(size, transport, self._base_dir / f"{transport}-{size}")
+            where = self._base_dir / f"{transport}-{size}{'' if thin else '-thin_off'}"
+            self._jobs[key] = run_job(size, transport, where, thin=thin)
         return self._jobs[key]

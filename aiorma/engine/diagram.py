@@ -33,9 +33,7 @@ _Phase = TypeVar("_Phase", bound=enum.Enum)
 _Step = TypeVar("_Step", bound=enum.Enum)
 
 
-def mermaid(
-    transitions: Mapping[tuple[_Phase, _Step], _Phase], initial: _Phase, final: _Phase | None
-) -> str:
+def mermaid(transitions: Mapping[tuple[_Phase, _Step], _Phase], initial: _Phase, final: _Phase | None) -> str:
     """One Mermaid ``stateDiagram-v2`` block for ``transitions``, arrows in table order."""
     lines = ["```mermaid", "stateDiagram-v2", f"    [*] --> {initial.name}"]
     for (phase, step), after in transitions.items():

@@ -33,11 +33,11 @@ off for equivalence tests by ``AIORMA_THIN=0`` (see :func:`thin_path_enabled`).
 
 from __future__ import annotations
 
-from ..constants import LockType
+from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
 from .control import READER_BITS, READER_MASK, AtomicOp, Word
 from .rules import EpochKind
 from .states import TargetPhase
-from .thin_state import DONE, NOT_THIN, Answer, InlineIO, ThinLock
+from .thin_state import DONE, NOT_THIN, Answer, InlineIO, ThinAccess, ThinExposure, ThinFence, ThinLock
 from .window_engine import WindowEngine
 
 
@@ -66,17 +66,7 @@ class ThinPath:
 
     def lock(self, rank: int, exclusive: bool) -> int:
         engine = self.engine
-        if (
-            engine.thin_lock is not None
-            or engine._open
-            or engine._active
-            or engine._deferred
-            or engine._actions
-            or engine.failure is not None
-            or engine.freeing
-            or not 0 <= rank < engine.size
-            or not self.io.atomics_inline(rank)
-        ):
+        if not 0 <= rank < engine.size or not self._idle() or not self.io.atomics_inline(rank):
             return NOT_THIN
         fetch, me = self.io.fetch, self._me
         acquired: list[Answer] = []
@@ -140,6 +130,151 @@ class ThinPath:
         engine._replay.extend(released)
         return engine.unlock(rank)
 
+    # ------------------------------------------------------------------ active target
+
+    def fence(self, assertion: int) -> int:
+        """A fence that opens a fence epoch on an otherwise idle window, or closes the thin one
+        (and opens the next) once its RMA is complete inside the call.  Returns the fence's
+        token (finished at once when every peer's "done" is in), or :data:`NOT_THIN`."""
+        engine = self.engine
+        if engine._actions or engine.failure is not None or engine.freeing or assertion & ~_ALL_MODES:
+            return NOT_THIN
+        held = engine.thin_fence
+        opening = not assertion & MODE_NOSUCCEED
+        if held is None:
+            if not opening or not self._idle():
+                return NOT_THIN
+            token = engine._new_token()
+            engine._fences_opened += 1
+            engine.thin_fence = ThinFence(engine._fences_opened, assertion)
+            engine._last_kind = EpochKind.FENCE
+            engine._send_fence_notice()
+            engine._complete_token(token)  # only opening: done at activation, which is now
+            return token
+        if not held.ordinal or held.closing or assertion & MODE_NOPRECEDE:
+            return NOT_THIN  # the general path orders it behind the closing epoch, or refuses it
+        if not self._flushed(held.last_seq):
+            return NOT_THIN  # completes later: the general path waits for its report
+        closed = held.ordinal
+        token = engine._new_token()
+        if opening:
+            engine._fences_opened += 1
+        engine._fence_done_sent = max(engine._fence_done_sent, closed)
+        engine._send_fence_notice()  # our "done" (and the next epoch's opening) to every peer
+        if opening:
+            held = engine.thin_fence = ThinFence(engine._fences_opened, assertion)
+        else:
+            held.ordinal, held.ops, held.last_seq = 0, {}, {}
+        held.closing, held.closing_token = closed, token
+        engine.thin_fence_progress()  # finished now if every peer's "done" is in
+        return token
+
+    def _idle(self) -> bool:
+        """Nothing live on the window: a new epoch may be served thinly."""
+        engine = self.engine
+        return not (
+            engine._actions
+            or engine.failure is not None
+            or engine.freeing
+            or engine._open
+            or engine._active
+            or engine._deferred
+            or engine.thin_lock is not None
+            or engine.thin_fence is not None
+            or engine.thin_access is not None
+            or engine.thin_exposure is not None
+        )
+
+    def _group(self, group: object) -> tuple[int, ...] | None:
+        """``group`` as ranks when it is a list or tuple of distinct plain ints in range (else the
+        general path checks it and refuses what is wrong)."""
+        if type(group) is not list and type(group) is not tuple:
+            return None
+        members = tuple(group)
+        size = self.engine.size
+        for rank in members:
+            if type(rank) is not int or not 0 <= rank < size:
+                return None
+        if len(set(members)) != len(members):
+            return None
+        return members
+
+    def start(self, group: object, assertion: int) -> int:
+        """Open an access epoch on an idle window; its token finishes when every target granted
+        (at once if their grants are in)."""
+        engine = self.engine
+        members = self._group(group)
+        if members is None or assertion or not self._idle():
+            return NOT_THIN
+        ordinals = {}
+        for target in members:
+            peer = engine.peers[target]
+            peer.gats_accesses_opened += 1
+            ordinals[target] = peer.gats_accesses_opened
+        token = engine._new_token()
+        engine.thin_access = ThinAccess(members, assertion, ordinals, token)
+        engine._last_kind = EpochKind.START
+        engine.thin_gats_progress()
+        return token
+
+    def complete(self) -> int:
+        """Close the thin access epoch when every target granted and its RMA is complete inside
+        the call: the "done"s go out and the token is finished."""
+        engine = self.engine
+        held = engine.thin_access
+        if held is None or engine._actions or held.open_token in engine._pending_tokens:
+            return NOT_THIN  # a target has not granted yet: the general path waits for it
+        if not self._flushed(held.last_seq):
+            return NOT_THIN
+        engine.thin_access = None
+        for target, ordinal in held.ordinals.items():
+            engine._raise(target, Word.DONE, ordinal)
+        token = engine._new_token()
+        engine._complete_token(token)
+        return token
+
+    def post(self, group: object, assertion: int) -> int:
+        """Open an exposure epoch on an idle window: the grants go out, the token is finished."""
+        engine = self.engine
+        members = self._group(group)
+        if members is None or assertion or not self._idle():
+            return NOT_THIN
+        expected = {}
+        for origin in members:
+            peer = engine.peers[origin]
+            peer.gats_accesses_granted += 1
+            expected[origin] = peer.gats_accesses_granted
+            engine._raise(origin, Word.GRANT, peer.gats_accesses_granted)
+        engine.thin_exposure = ThinExposure(members, assertion, expected)
+        engine._last_kind = EpochKind.POST
+        token = engine._new_token()
+        engine._complete_token(token)
+        return token
+
+    def wait(self) -> int:
+        """Close the thin exposure epoch; the token finishes when every origin's "done" is in."""
+        engine = self.engine
+        held = engine.thin_exposure
+        if held is None or held.close_token or engine._actions:
+            return NOT_THIN
+        held.close_token = engine._new_token()
+        engine.thin_gats_progress()
+        return held.close_token
+
+    def _flushed(self, last_seqs: dict[int, int]) -> bool:
+        """Remote completion of the RMA towards each target, inside the call; False if the
+        transport reports it later (a flush was asked for: the general path waits for it)."""
+        peers = self.engine.peers
+        for target, last_seq in last_seqs.items():
+            peer = peers[target]
+            if peer.remote_complete_seq < last_seq:
+                upto = peer.issued_seq
+                peer.flush_requested = max(peer.flush_requested, upto)
+                if not self.io.flush(target, upto):
+                    return False
+                peer.remote_complete_seq = upto
+        return True
+
     # ------------------------------------------------------------------ RMA and flush
 
     def rma(self, target: int) -> int:
@@ -149,13 +284,39 @@ class ThinPath:
         if engine._actions or engine.failure is not None or engine.freeing:
             return NOT_THIN
         held = engine.thin_lock
-        if held is not None:
+        fence = engine.thin_fence
+        gats = engine.thin_access
+        if gats is not None:
+            ordinal = gats.ordinals.get(target)
+            if ordinal is None:
+                return NOT_THIN
+            peer = engine.peers[target]
+            if peer.gats_granted_access_id < ordinal:
+                engine.control_changed()  # the grant may be in our memory already, not yet read
+                if engine._actions or engine.thin_access is not gats or peer.gats_granted_access_id < ordinal:
+                    return NOT_THIN  # not granted yet: the general path records it for replay
+            peer.issued_seq += 1
+            gats.last_seq[target] = peer.issued_seq
+            gats.ops[target] = gats.ops.get(target, 0) + 1
+        elif held is not None:
             if held.target != target:
                 return NOT_THIN
             peer = engine.peers[target]
             peer.issued_seq += 1
             held.last_seq = peer.issued_seq
             held.op_count += 1
+        elif fence is not None:
+            if not fence.ordinal or fence.closing or not 0 <= target < engine.size:
+                return NOT_THIN
+            peer = engine.peers[target]
+            if target != engine.rank and peer.fence_opened < fence.ordinal:
+                # The peer's notice may be in our memory already, not yet read: read it now.
+                engine.control_changed()
+                if engine._actions or engine.thin_fence is not fence or peer.fence_opened < fence.ordinal:
+                    return NOT_THIN  # not granted yet: the general path records it for replay
+            peer.issued_seq += 1
+            fence.last_seq[target] = peer.issued_seq
+            fence.ops[target] = fence.ops.get(target, 0) + 1
         else:
             epoch = engine._access_epoch_for(target)
             if epoch is None:

@@ -60,7 +60,7 @@ from .rules import (
     reorder_flag,
 )
 from .states import EPOCH_TRANSITIONS, TARGET_TRANSITIONS, EpochPhase, EpochStep, TargetPhase, TargetStep
-from .thin_state import Answer, ThinLock
+from .thin_state import Answer, ThinAccess, ThinExposure, ThinFence, ThinLock
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -164,6 +164,11 @@ class WindowEngine:
         self._activate_again = False
         #: A lock epoch held through the thin path, not (yet) built as an Epoch.
         self.thin_lock: ThinLock | None = None
+        #: Fence epochs served through the thin path, not (yet) built as Epochs.
+        self.thin_fence: ThinFence | None = None
+        #: GATS epochs served through the thin path, not (yet) built as Epochs.
+        self.thin_access: ThinAccess | None = None
+        self.thin_exposure: ThinExposure | None = None
         # Atomics the thin path already made, whose answers the general path takes in order
         # instead of asking again (control_fetch) when a thin epoch inflates.
         self._replay: deque[Answer] = deque()
@@ -178,7 +183,15 @@ class WindowEngine:
     @property
     def quiescent(self) -> bool:
         """No epoch is live and no request is pending."""
-        return not self._active and not self._deferred and not self._pending_tokens and self.thin_lock is None
+        return (
+            not self._active
+            and not self._deferred
+            and not self._pending_tokens
+            and self.thin_lock is None
+            and self.thin_fence is None
+            and self.thin_access is None
+            and self.thin_exposure is None
+        )
 
     def open_epochs(self) -> list[Epoch]:
         """Epochs open at application level (not yet closed by the program), in opening order.
@@ -192,24 +205,130 @@ class WindowEngine:
         return [*self._active, *self._deferred]
 
     def inflate_thin(self) -> None:
-        """Build the lock epoch held through the thin path as the general path would have built
-        it: the general lock call is made, and the thin acquisition's atomics are handed to it
-        as their answers (see :mod:`.thin`)."""
+        """Build the epochs held through the thin path (:mod:`.thin`) as the general path would
+        have built them."""
+        if self.thin_fence is not None:
+            self._inflate_thin_fence()
+        if self.thin_lock is not None:
+            self._inflate_thin_lock()
+        if self.thin_exposure is not None:
+            self._inflate_thin_exposure()
+        if self.thin_access is not None:
+            self._inflate_thin_access()
+
+    def _inflate_thin_access(self) -> None:
+        """Open the thin access epoch as an Epoch and activate it: activation numbers the
+        accesses again (the thin path's numbers are taken back first, so they come out the same)
+        and grants from the peers' grant words, as ever; its opening Request stays the thin one."""
+        held = self.thin_access
+        assert held is not None
+        self.thin_access = None
+        for target in held.group:
+            self.peers[target].gats_accesses_opened -= 1
+        epoch = self._open_epoch(EpochKind.START, held.group, held.assertion, held.open_token)
+        self._activate_ready()
+        for target, count in held.ops.items():
+            access = epoch.access[target]
+            if not access.granted or access.ordinal != held.ordinals[target]:
+                raise EngineFailure(f"a thin access towards rank {target} did not inflate to its grant")
+            access.op_count = count
+            access.last_seq = held.last_seq[target]
+
+    def _inflate_thin_exposure(self) -> None:
+        """Open the thin exposure epoch as an Epoch and activate it (the grants are raised again:
+        a max with the same value changes nothing at the origin), closed if ``wait`` was called."""
+        held = self.thin_exposure
+        assert held is not None
+        self.thin_exposure = None
+        for origin in held.group:
+            self.peers[origin].gats_accesses_granted -= 1
+        epoch = self._open_epoch(EpochKind.POST, held.group, held.assertion, self._untracked_token())
+        self._activate_ready()
+        if epoch.expected_done != held.expected_done:
+            raise EngineFailure("a thin exposure epoch did not inflate to the same grants")
+        if held.close_token:
+            self._close(epoch, held.close_token)
+
+    def _inflate_thin_lock(self) -> None:
+        """The general lock call is made, and the thin acquisition's atomics are handed to it as
+        their answers."""
         held = self.thin_lock
-        if held is None:
-            return
+        assert held is not None
         self.thin_lock = None
         self._replay.extend(held.acquired)
         lock_type = LockType.EXCLUSIVE if held.exclusive else LockType.SHARED
-        token = self._next_token  # the lock's Request was finished by the thin path: no one waits
-        self._next_token += 1
-        epoch = self._open_epoch(EpochKind.LOCK, (held.target,), 0, token, lock_type)
+        epoch = self._open_epoch(EpochKind.LOCK, (held.target,), 0, self._untracked_token(), lock_type)
         self._activate_ready()
         access = epoch.access[held.target]
         if self._replay or not access.granted:
             raise EngineFailure(f"a thin lock towards rank {held.target} did not inflate to a held lock")
         access.op_count = held.op_count
         access.last_seq = held.last_seq
+
+    def _inflate_thin_fence(self) -> None:
+        """Open (and activate) the thin fence epochs as Epochs, in order: the closing one first,
+        closed with its "done" already sent, then the open one, with its RMA accounted for.  The
+        notices were sent by the thin path; activation grants from the peers' counters, as ever."""
+        held = self.thin_fence
+        assert held is not None
+        self.thin_fence = None
+        everyone = tuple(range(self.size))
+        if held.closing:
+            epoch = self._open_epoch(EpochKind.FENCE, everyone, 0, self._untracked_token())
+            epoch.fence_ordinal = held.closing
+            self._activate_ready()
+            if epoch.phase is not EpochPhase.ACTIVE:
+                raise EngineFailure("a closing thin fence epoch did not inflate to an active epoch")
+            epoch.fence_done_sent = True
+            self._close(epoch, held.closing_token)
+        if held.ordinal:
+            epoch = self._open_epoch(EpochKind.FENCE, everyone, held.assertion, self._untracked_token())
+            epoch.fence_ordinal = held.ordinal
+            self._activate_ready()
+            for target, count in held.ops.items():
+                access = epoch.access[target]
+                if not access.granted:
+                    raise EngineFailure(f"thin fence RMA towards rank {target}, which had not granted it")
+                access.op_count = count
+                access.last_seq = held.last_seq[target]
+
+    def _untracked_token(self) -> int:
+        """A token nobody waits for (its Request was finished by the thin path)."""
+        token = self._next_token
+        self._next_token += 1
+        return token
+
+    def thin_gats_progress(self) -> None:
+        """Finish the thin access epoch's opening once every target granted, and the thin
+        exposure epoch's wait once every origin's "done" is in."""
+        access = self.thin_access
+        peers = self.peers
+        if (
+            access is not None
+            and access.open_token in self._pending_tokens
+            and all(peers[t].gats_granted_access_id >= n for t, n in access.ordinals.items())
+        ):
+            self._complete_token(access.open_token)
+        exposure = self.thin_exposure
+        if (
+            exposure is not None
+            and exposure.close_token
+            and all(peers[o].gats_done_received >= n for o, n in exposure.expected_done.items())
+        ):
+            self.thin_exposure = None
+            self._complete_token(exposure.close_token)
+
+    def thin_fence_progress(self) -> None:
+        """Finish the closing thin fence epoch once every peer's "done" for it is in."""
+        held = self.thin_fence
+        if held is None or not held.closing:
+            return
+        closing, peers = held.closing, self.peers
+        if all(peers[r].fence_done_received >= closing for r in range(self.size) if r != self.rank):
+            self._complete_token(held.closing_token)
+            held.closing = held.closing_token = 0
+            if not held.ordinal:
+                self.thin_fence = None
 
     # ------------------------------------------------------ application: active target
 
@@ -480,16 +599,22 @@ class WindowEngine:
                 if value > peer.gats_granted_access_id:
                     peer.gats_granted_access_id = value
                     self._grants_arrived(src, value)
+                    if self.thin_access is not None:
+                        self.thin_gats_progress()
             elif word == Word.DONE:
                 if value > peer.gats_done_received:
                     peer.gats_done_received = value
                     for epoch in self._live_of(EpochKind.POST):
                         self._advance(epoch)
+                    if self.thin_exposure is not None:
+                        self.thin_gats_progress()
             elif word == Word.FENCE:
                 opened, finished = unpack_fence(value)
                 peer.fence_opened = max(peer.fence_opened, opened)
                 peer.fence_done_received = max(peer.fence_done_received, finished)
                 self._fence_notice_arrived(src)
+                if self.thin_fence is not None:
+                    self.thin_fence_progress()
             else:
                 lock_targets.add(src)
         for target in lock_targets:
@@ -884,7 +1009,12 @@ class WindowEngine:
             raise self.failure
         if self.freeing:
             raise WindowFreedError("the window has been freed")
-        if self.thin_lock is not None:
+        if (
+            self.thin_lock is not None
+            or self.thin_fence is not None
+            or self.thin_access is not None
+            or self.thin_exposure is not None
+        ):
             self.inflate_thin()  # every general call sees the epochs as the general path has them
 
     def _raise(self, dest: int, word: Word, value: int) -> None:

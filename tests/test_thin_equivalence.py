@@ -1,0 +1,62 @@
+"""The thin path changes nothing: seeded random programs (tests/random_program.py) give the same
+window contents and gets with the thin path on and off (``AIORMA_THIN=0``), equal to the outcome
+computed without aiorma, on the local transport and under mpiexec (one node and two emulated
+nodes).  The scenario registry runs both ways too (tests/test_registry.py, ``...-thin_off``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import aiorma
+from aiorma.bench._launch import emulation_unavailable
+
+from .mpi_harness import run_mpi_json
+from .random_program import expected_outcome, make_program, run_program
+
+SCRIPT = Path(__file__).parent / "mpi_scripts" / "random_programs.py"
+LOCAL_SEEDS = range(12)
+MPI_SEEDS = [3, 7, 11]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
+def test_random_programs_local(size: int, thin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not thin:
+        monkeypatch.setenv("AIORMA_THIN", "0")
+    for seed in LOCAL_SEEDS:
+        program = make_program(seed, size)
+
+        async def main(comm: aiorma.Comm, program: list[dict[str, Any]] = program) -> dict[str, Any]:
+            return await run_program(comm, program)
+
+        assert aiorma.run(main, nprocs=size) == expected_outcome(program, size), f"seed {seed}"
+
+
+def _mpi_outcomes(
+    size: int, thin: bool, emulate_nodes: int, monkeypatch: pytest.MonkeyPatch
+) -> dict[int, list[dict[str, Any]]]:
+    with monkeypatch.context() as patch:
+        if not thin:
+            patch.setenv("AIORMA_THIN", "0")  # the ranks inherit the environment
+        seeds = [str(s) for s in MPI_SEEDS]
+        per_rank = run_mpi_json(SCRIPT, size, *seeds, timeout=150, emulate_nodes=emulate_nodes)
+    return {seed: [outcomes[str(seed)] for outcomes in per_rank] for seed in MPI_SEEDS}
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("emulate_nodes", [0, 2], ids=["one_node", "two_nodes"])
+def test_random_programs_mpi_both_ways(emulate_nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    if emulate_nodes and (reason := emulation_unavailable()) is not None:
+        pytest.skip(reason)
+    size = 3
+    on = _mpi_outcomes(size, True, emulate_nodes, monkeypatch)
+    off = _mpi_outcomes(size, False, emulate_nodes, monkeypatch)
+    for seed in MPI_SEEDS:
+        expected = expected_outcome(make_program(seed, size), size)
+        assert on.get(seed) == expected, f"seed {seed}, thin path on"
+        assert off.get(seed) == expected, f"seed {seed}, thin path off"
