@@ -51,6 +51,7 @@ class Window:
         self.counts = counts  #: elements exposed by each rank
         self.dtype: np.dtype = memory.dtype
         self.freed = False
+        self._accumulate_ops: set[Op] = set()  # ops accumulate() has accepted for this dtype
 
     # --------------------------------------------------------------------- properties
 
@@ -219,18 +220,7 @@ class Window:
 
     def put(self, origin: Any, target: int, disp: int = 0) -> Request:
         """Write ``origin`` into ``target``'s window at ``disp``."""
-        counts = self.counts
-        if (  # exact types first: the common call needs no conversion (else the full checks)
-            type(origin) is np.ndarray
-            and origin.dtype is self.dtype
-            and origin.ndim == 1
-            and type(target) is int
-            and type(disp) is int
-            and 0 <= target < len(counts)
-            and disp >= 0
-            and disp + origin.size <= counts[target]
-            and origin.flags.c_contiguous
-        ):
+        if self._plain(origin, target, disp):
             self._check_open()
             return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=origin), "put")
         data = self._origin(origin)
@@ -239,13 +229,20 @@ class Window:
 
     def get(self, result: np.ndarray, target: int, disp: int = 0) -> Request:
         """Read ``result.size`` elements of ``target``'s window at ``disp`` into ``result``."""
+        if self._plain(result, target, disp) and result.flags.writeable:
+            self._check_open()
+            return self._rma(RmaOp(RmaKind.GET, target, disp, result=result), "get", result)
         result, out = self._result(result)
         target, disp = self._check_span(target, disp, out.size)
         return self._rma(RmaOp(RmaKind.GET, target, disp, result=out), "get", result)
 
     def accumulate(self, origin: Any, target: int, disp: int = 0, op: Op = Op.SUM) -> Request:
         """Combine ``origin`` into the target with ``op``, atomically per element."""
+        if type(op) is Op and op in self._accumulate_ops and self._plain(origin, target, disp):
+            self._check_open()
+            return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=origin, op=op), "accumulate")
         operation = self._op(op, allow_no_op=False)
+        self._accumulate_ops.add(operation)
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
         return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=data, op=operation), "accumulate")
@@ -337,6 +334,23 @@ class Window:
         if self._driver.engines.get(self._engine.win_id) is not self._engine:
             # Only Comm._close (the end of aiorma.run) drops a live engine from the driver.
             raise CommClosedError("the window's Comm is closed: its aiorma.run returned before free()")
+
+    def _plain(self, array: Any, target: Any, disp: Any) -> bool:
+        """The common call, checked by exact types first (no conversion needed): a 1-D,
+        C-contiguous array of the window's dtype, a plain int rank and displacement, in bounds.
+        False sends the call through the full checks, which accept or refuse everything else."""
+        counts = self.counts
+        return (
+            type(array) is np.ndarray
+            and array.dtype is self.dtype
+            and array.ndim == 1
+            and type(target) is int
+            and type(disp) is int
+            and 0 <= target < len(counts)
+            and disp >= 0
+            and disp + array.size <= counts[target]
+            and array.flags.c_contiguous
+        )
 
     def _origin(self, origin: Any) -> np.ndarray:
         self._check_open()
