@@ -8,6 +8,7 @@ back into them, and turns finished engine tokens into Request completions.  Poll
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 import weakref
@@ -22,7 +23,7 @@ from .engine.thin_state import thin_path_enabled
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaFailure, TransportError
 from .request import Request
-from .transport.base import Endpoint, RmaOp
+from .transport.base import Endpoint
 from .waiting import Waiter
 
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
@@ -37,25 +38,23 @@ _INLINE_SHARED_CORE = 3e-5
 
 
 class _InlineIO:
-    """The transport's inline answers for one window's thin path (:class:`~.engine.thin_state.InlineIO`)."""
+    """The transport's inline answers for one window's thin path (:class:`~.engine.thin_state.InlineIO`).
+    ``flush`` and ``atomics_inline`` are the endpoint's own (bound: no frame of ours per call)."""
 
-    __slots__ = ("_endpoint", "_win_id")
+    __slots__ = ("_endpoint", "_win_id", "atomics_inline", "flush", "issue")
 
     def __init__(self, endpoint: Endpoint, win_id: int) -> None:
         self._endpoint = endpoint
         self._win_id = win_id
-
-    def atomics_inline(self, dest: int) -> bool:
-        return self._endpoint.atomics_inline(dest)
+        self.atomics_inline = endpoint.atomics_inline
+        self.flush: Callable[[int, int], bool] = functools.partial(endpoint.flush, win_id)
+        self.issue: Callable[[int, Any], bool] = functools.partial(endpoint.issue, win_id)
 
     def fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
         old = self._endpoint.control_fetch(self._win_id, 0, dest, index, op, value, compare)
         if old is None:
             raise TransportError(f"an atomic towards rank {dest} that should be inline was not")
         return old
-
-    def flush(self, target: int, upto: int) -> bool:
-        return self._endpoint.flush(self._win_id, target, upto)
 
 
 class ProgressDriver:
@@ -164,11 +163,9 @@ class ProgressDriver:
             finished.clear()
         return Request(self.watch(win_id, token, value), self.progress, what, self._wait_inline)
 
-    def issued_inline(self, win_id: int, token: int, op: RmaOp, what: str, value: Any = None) -> Request:
-        """Hand an RMA call that the engine's thin path accounted for (``token``) to the
-        transport at once: finished if it completed inside the call, else pending as usual."""
-        if self.endpoint.issue(win_id, token, op):
-            return Request.finished(value, None, what)
+    def issued_later(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
+        """The Request of an RMA call that the engine's thin path accounted for (``token``) and
+        the caller handed to the transport itself, which completes it later."""
         self.waiter.wake()
         return Request(self.watch(win_id, token, value), self.progress, what, self._wait_inline)
 

@@ -14,6 +14,7 @@ from typing import Any
 #: costs the hot path about 1 %.
 FAIR_SLICE = 1e-3
 _last_yield = [0.0]  # when an await of a Request last gave the loop a turn (any loop, any thread)
+_finished_empty: dict[str, Request] = {}  # see Request.finished
 
 
 class Request:
@@ -56,7 +57,14 @@ class Request:
     def finished(
         cls, value: Any = None, error: BaseException | None = None, description: str = ""
     ) -> Request:
-        """A Request for an operation that completed inside its call: no future, no event loop."""
+        """A Request for an operation that completed inside its call: no future, no event loop.
+        Those with nothing to return are immutable and shared, one per description (the hot
+        path makes one per call)."""
+        if value is None and error is None:
+            shared = _finished_empty.get(description)
+            if shared is None:
+                shared = _finished_empty[description] = cls(None, None, description)
+            return shared
         request = cls(None, None, description)
         request._value = value
         request._error = error

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._buffer_spec import unwrap
 from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, LockType, Op
-from .engine.thin_state import DONE
+from .engine.thin_state import DONE, NOT_THIN, recorded_token
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_op_dtype
@@ -222,7 +222,7 @@ class Window:
         """Write ``origin`` into ``target``'s window at ``disp``."""
         if self._plain(origin, target, disp):
             self._check_open()
-            return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=origin), "put")
+            return self._rma(RmaOp(RmaKind.PUT, target, disp, origin), "put")
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
         return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=data), "put")
@@ -323,9 +323,13 @@ class Window:
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
         thin = self._thin
         if thin is not None:
-            token = thin.rma(op.target)
+            token = thin.rma(op.target, op)
             if token > 0:  # accounted for by the engine: the transport gets it now
-                return self._driver.issued_inline(self.win_id, token, op, what, value)
+                if self._endpoint.issue(self._engine.win_id, token, op):
+                    return Request.finished(value, None, what)
+                return self._driver.issued_later(self._engine.win_id, token, what, value)
+            if token < NOT_THIN:  # kept by the engine, issued at the closing fence
+                return self._driver.issued_later(self._engine.win_id, recorded_token(token), what, value)
         return self._call(self._engine.rma(op.target, op), what, value)
 
     def _check_open(self) -> None:

@@ -33,11 +33,24 @@ off for equivalence tests by ``AIORMA_THIN=0`` (see :func:`thin_path_enabled`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
+from .actions import CompleteRequest
 from .control import READER_BITS, READER_MASK, AtomicOp, Word
 from .rules import EpochKind
-from .states import TargetPhase
-from .thin_state import DONE, NOT_THIN, Answer, InlineIO, ThinAccess, ThinExposure, ThinFence, ThinLock
+from .states import EpochPhase, TargetPhase
+from .thin_state import (
+    DONE,
+    NOT_THIN,
+    Answer,
+    InlineIO,
+    ThinAccess,
+    ThinExposure,
+    ThinFence,
+    ThinLock,
+    recorded,
+)
 from .window_engine import WindowEngine
 
 
@@ -153,6 +166,8 @@ class ThinPath:
             return token
         if not held.ordinal or held.closing or assertion & MODE_NOPRECEDE:
             return NOT_THIN  # the general path orders it behind the closing epoch, or refuses it
+        if held.recorded and not self._issue_recorded(held):
+            return NOT_THIN  # a target still has not opened the epoch: the general path waits
         if not self._flushed(held.last_seq):
             return NOT_THIN  # completes later: the general path waits for its report
         closed = held.ordinal
@@ -261,6 +276,26 @@ class ThinPath:
         engine.thin_gats_progress()
         return held.close_token
 
+    def _issue_recorded(self, held: ThinFence) -> bool:
+        """At the closing fence: issue the RMA calls recorded towards targets whose fence notice
+        had not arrived, if it has now (read from our own memory); False if one still has not."""
+        engine = self.engine
+        engine.control_changed()
+        if engine.thin_fence is not held:
+            return False
+        peers = engine.peers
+        if any(peers[target].fence_opened < held.ordinal for target in held.waiting):
+            return False
+        for target, token, payload in held.recorded:
+            peer = peers[target]
+            peer.issued_seq += 1
+            held.last_seq[target] = peer.issued_seq
+            held.ops[target] = held.ops.get(target, 0) + 1
+            if self.io.issue(token, payload):  # locally complete: its Request finishes now
+                engine._actions.append(CompleteRequest(token))
+        held.recorded, held.waiting = [], set()
+        return True
+
     def _flushed(self, last_seqs: dict[int, int]) -> bool:
         """Remote completion of the RMA towards each target, inside the call; False if the
         transport reports it later (a flush was asked for: the general path waits for it)."""
@@ -277,9 +312,10 @@ class ThinPath:
 
     # ------------------------------------------------------------------ RMA and flush
 
-    def rma(self, target: int) -> int:
-        """Account for an RMA call towards ``target`` that the caller issues itself: its token,
-        or :data:`NOT_THIN`."""
+    def rma(self, target: int, payload: Any) -> int:
+        """Account for an RMA call towards ``target`` that the caller issues itself: its token
+        (> 0), :data:`NOT_THIN`, or — in a thin fence epoch whose target has not opened it yet —
+        ``recorded(token)``: the call is kept and issued at the closing fence."""
         engine = self.engine
         if engine._actions or engine.failure is not None or engine.freeing:
             return NOT_THIN
@@ -309,11 +345,12 @@ class ThinPath:
             if not fence.ordinal or fence.closing or not 0 <= target < engine.size:
                 return NOT_THIN
             peer = engine.peers[target]
-            if target != engine.rank and peer.fence_opened < fence.ordinal:
-                # The peer's notice may be in our memory already, not yet read: read it now.
-                engine.control_changed()
-                if engine._actions or engine.thin_fence is not fence or peer.fence_opened < fence.ordinal:
-                    return NOT_THIN  # not granted yet: the general path records it for replay
+            if target in fence.waiting or (target != engine.rank and peer.fence_opened < fence.ordinal):
+                token = engine._next_token
+                engine._next_token += 1
+                fence.recorded.append((target, token, payload))  # after any earlier one: in order
+                fence.waiting.add(target)
+                return recorded(token)
             peer.issued_seq += 1
             fence.last_seq[target] = peer.issued_seq
             fence.ops[target] = fence.ops.get(target, 0) + 1
@@ -358,5 +395,10 @@ class ThinPath:
         if not self.io.flush(rank, upto):
             peer.flush_requested = max(peer.flush_requested, upto)
             return NOT_THIN  # in flight: the general flush waits for its report
-        engine.flushed(rank, upto)
+        for epoch in engine._active:
+            if epoch.phase is EpochPhase.CLOSING:  # it may be waiting for this very flush
+                engine.flushed(rank, upto)
+                break
+        else:
+            peer.remote_complete_seq = upto  # nothing else waits on it (no flush waiters either)
         return DONE

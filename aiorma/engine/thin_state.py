@@ -4,7 +4,7 @@ the answers the general path replays when one inflates, and the I/O the thin pat
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from typing import Any, Protocol
 
 from .control import AtomicOp
 
@@ -13,6 +13,16 @@ Answer = tuple[int, int, AtomicOp, int, int, int]
 
 NOT_THIN = -1  # the call is not one the thin path serves: nothing changed, take the general path
 DONE = 0  # served inline: the call's Request is finished
+
+
+def recorded(token: int) -> int:
+    """What :meth:`ThinPath.rma` returns for an RMA call it recorded for later (below NOT_THIN)."""
+    return -token - 1
+
+
+def recorded_token(result: int) -> int:
+    """The token of an RMA call recorded for later, from :meth:`ThinPath.rma`'s result."""
+    return -result - 1
 
 
 def thin_path_enabled() -> bool:
@@ -34,6 +44,10 @@ class InlineIO(Protocol):
         """Ask for remote completion of the ops issued to ``target``; True when already so (else
         the transport reports ``flushed`` later, as for a general flush)."""
 
+    def issue(self, token: int, payload: Any) -> bool:
+        """Hand an RMA operation to the transport; True when it is locally complete already
+        (else the transport reports its completion later)."""
+
 
 class ThinLock:
     """An uncontended lock epoch held through the thin path (see the module docstring)."""
@@ -54,13 +68,17 @@ class ThinFence:
     ``closing_token``).  While one is closing, the open one is not yet active (a fence epoch
     activates only after the previous one completed), and its RMA calls take the general path."""
 
-    __slots__ = ("assertion", "closing", "closing_token", "last_seq", "ops", "ordinal")
+    __slots__ = ("assertion", "closing", "closing_token", "last_seq", "ops", "ordinal", "recorded", "waiting")
 
     def __init__(self, ordinal: int, assertion: int) -> None:
         self.ordinal = ordinal  # the open epoch's fence number (0: none open)
         self.assertion = assertion
         self.ops: dict[int, int] = {}  # target -> RMA calls of the open epoch
         self.last_seq: dict[int, int] = {}  # target -> issue sequence number of its last op
+        # RMA calls towards targets whose fence notice had not arrived, in call order, issued at
+        # the closing fence (as MPI libraries defer fence-epoch RMA): (target, token, payload).
+        self.recorded: list[tuple[int, int, Any]] = []
+        self.waiting: set[int] = set()  # their targets
         self.closing = 0
         self.closing_token = 0
 

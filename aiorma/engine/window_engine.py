@@ -284,13 +284,18 @@ class WindowEngine:
         if held.ordinal:
             epoch = self._open_epoch(EpochKind.FENCE, everyone, held.assertion, self._untracked_token())
             epoch.fence_ordinal = held.ordinal
-            self._activate_ready()
             for target, count in held.ops.items():
                 access = epoch.access[target]
-                if not access.granted:
-                    raise EngineFailure(f"thin fence RMA towards rank {target}, which had not granted it")
                 access.op_count = count
                 access.last_seq = held.last_seq[target]
+            for target, token, payload in held.recorded:  # replayed at the grant, as ever
+                access = epoch.access[target]
+                access.op_count += 1
+                access.queued.append((token, payload))
+            self._activate_ready()
+            for target in held.ops:
+                if not epoch.access[target].granted:
+                    raise EngineFailure(f"thin fence RMA towards rank {target}, which had not granted it")
 
     def _untracked_token(self) -> int:
         """A token nobody waits for (its Request was finished by the thin path)."""
@@ -756,7 +761,7 @@ class WindowEngine:
         """A lock release waits for a successor that swapped into the queue but has not yet
         linked itself behind us (microseconds on one node): the driver finishes such a release
         inside the closing call, so that a releaser that then computes holds nobody up."""
-        return any(lock.head is Head.AWAITING_NEXT for lock in self._locks.values())
+        return bool(self._locks) and any(lock.head is Head.AWAITING_NEXT for lock in self._locks.values())
 
     @property
     def window_locked(self) -> bool:

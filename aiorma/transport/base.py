@@ -175,10 +175,11 @@ class map_transport_errors:
     """``with map_transport_errors(what):`` translates a transport library's exceptions into
     :class:`TransportError`, in one place.  A class, not a generator: it wraps every MPI call."""
 
-    __slots__ = ("what",)
+    __slots__ = ("detail", "what")
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, detail: object = None) -> None:
         self.what = what
+        self.detail = detail  # named in the message only when something failed (no formatting per call)
 
     def __enter__(self) -> None:
         return None
@@ -187,4 +188,5 @@ class map_transport_errors:
         if exc is None or isinstance(exc, TransportError) or not isinstance(exc, Exception):
             return False
         # The library's own error types vary (MPI.Exception, OSError, ...).
-        raise TransportError(f"{self.what}: {exc}") from exc
+        what = self.what if self.detail is None else f"{self.what} {self.detail}"
+        raise TransportError(f"{what}: {exc}") from exc

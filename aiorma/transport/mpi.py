@@ -268,13 +268,28 @@ class MpiEndpoint:
         never a blocking ``Flush`` (no request-based form) in a thread.
         """
         window = self._windows[win_id]
-        win, dt = window.win, window.datatype
         target = op.target
+        kind = op.kind
+        if window.allocated and self._passive[target] and (kind is RmaKind.PUT or kind is RmaKind.GET):
+            # The hot case, without the general path's bookkeeping: shared memory, one request.
+            dt = window.datatype
+            try:
+                if kind is RmaKind.PUT:
+                    request = window.win.Rput([op.origin, dt], target, (op.disp, op.count, dt))
+                else:
+                    request = window.win.Rget([op.result, dt], target, (op.disp, op.count, dt))
+                if request.Test():
+                    return True
+            except MPI.Exception as exc:
+                raise TransportError(f"issue {kind.value}: {exc}") from exc
+            self._pending.setdefault((win_id, target), []).append((token, request, op))
+            return False
+        win, dt = window.win, window.datatype
         inline = self._inline(window, target)
         key = (win_id, target)
         if not inline:
             self._ring(target)
-        with map_transport_errors(f"issue {op.kind.value}"):
+        with map_transport_errors("issue", op.kind):
             if op.kind is RmaKind.COMPARE_AND_SWAP:
                 # No request-based form: blocking for a microsecond into shared memory, else in
                 # the worker thread.
@@ -322,14 +337,17 @@ class MpiEndpoint:
         """Remote completion of every op issued so far to ``target``; True when done at once."""
         window = self._windows[win_id]
         key = (win_id, target)
-        if self._inline(window, target):
-            mine = self._pending.pop(key, [])
-            with map_transport_errors("flush"):
+        if window.allocated and self._passive[target]:
+            mine = self._pending.pop(key, None) if self._pending else None
+            try:
                 window.win.Flush(target)  # about a microsecond: shared memory
                 if mine:
                     MPI.Request.Waitall([request for _, request, _ in mine])  # complete; releases them
-            for token, _, _ in mine:
-                self._op_done(win_id, token)
+            except MPI.Exception as exc:
+                raise TransportError(f"flush: {exc}") from exc
+            if mine:
+                for token, _, _ in mine:
+                    self._op_done(win_id, token)
             if window.notify:
                 self._ring(target)
             return True
