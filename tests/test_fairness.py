@@ -8,7 +8,6 @@ so the timer ticked 0 times beside the loop, and the in-process writer below nev
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 import aiorma
 
-from .mpi_harness import run_mpi
+from .mpi_harness import run_mpi_json
 
 SCRIPT = Path(__file__).parent / "mpi_scripts" / "fair_awaiting.py"
 PERIOD = 0.005
@@ -67,8 +66,7 @@ def test_timer_keeps_ticking_beside_an_awaiting_loop_local() -> None:
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_timer_keeps_ticking_beside_an_awaiting_loop_mpi() -> None:
-    result = run_mpi(SCRIPT, 2, timeout=100)
-    [report] = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    report = run_mpi_json(SCRIPT, 2, timeout=100)[0]
     assert report["epochs"] > 0
     assert report["ticks"] >= 0.8 * report["expected"], report
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from .mpi_harness import run_mpi
+from .mpi_harness import run_mpi_json
 
 SCRIPT = Path(__file__).parent / "mpi_scripts" / "win_create_loop.py"
 
@@ -15,10 +14,7 @@ SCRIPT = Path(__file__).parent / "mpi_scripts" / "win_create_loop.py"
 @pytest.mark.mpi
 @pytest.mark.timeout(90)
 def test_win_create_calls_leave_the_loop_free() -> None:
-    result = run_mpi(SCRIPT, 2, timeout=80)
-    reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    origin = next(r for r in reports if "flush" in r)
-    target = next(r for r in reports if "user" in r)
+    origin, target = run_mpi_json(SCRIPT, 2, timeout=80)
     assert origin["last_cas_old"] == 49  # every compare-and-swap hit, in order
     assert target["user"][:3] == [50, 1, 1]  # the put made while the target was stopped landed
     # A stopped target makes the flush wait, but the loop runs on and the timeout fires on time.

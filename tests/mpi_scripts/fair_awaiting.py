@@ -1,18 +1,18 @@
 """Fair awaiting under mpiexec: a task that awaits aiorma calls in a loop leaves the event loop to
 a 5 ms timer beside it.  Rank 0 runs ``lock(me, SHARED); get; await unlock(me)`` for
-``DURATION`` seconds next to a ticker that sleeps to absolute 5 ms deadlines; it prints the
-ticks counted and expected as one JSON line.  The other ranks wait at a barrier."""
+``DURATION`` seconds next to a ticker that sleeps to absolute 5 ms deadlines; it writes the
+ticks counted and expected as its result.  The other ranks wait at a barrier."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 
 import numpy as np
 
 import aiorma
+from tests.mpi_harness import write_rank_result
 
 PERIOD = 0.005
 DURATION = 0.5
@@ -47,7 +47,9 @@ async def main(comm: aiorma.Comm) -> None:
         elapsed = time.perf_counter() - start
         stop.set()
         await task
-        print(json.dumps({"ticks": ticks, "expected": elapsed / PERIOD, "epochs": epochs}), flush=True)
+        write_rank_result(0, {"ticks": ticks, "expected": elapsed / PERIOD, "epochs": epochs})
+    else:
+        write_rank_result(comm.rank, {})
     await comm.barrier()
     await win.free()
 

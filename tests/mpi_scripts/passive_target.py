@@ -3,19 +3,20 @@
 Rank 0 busy-loops in pure Python — never awaiting, never calling ``aiorma.progress()`` — until
 its own window memory shows ``TOTAL`` updates (giving up after 30 s).  Every other rank runs
 exclusive lock / accumulate / unlock epochs into it (awaited: the blocking form) until its share
-of ``TOTAL`` is done.  Each rank prints one JSON line: the target what it saw, an origin how long
-its epochs took.  Nothing of rank 0's CPU is available to the origins while they run.
+of ``TOTAL`` is done.  Each rank writes its result (write_rank_result: mpiexec interleaves the
+ranks' stdout): the target what it saw and the final count, an origin how long its epochs took.
+Nothing of rank 0's CPU is available to the origins while they run.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 import numpy as np
 
 import aiorma
+from tests.mpi_harness import write_rank_result
 
 TOTAL = 1000
 
@@ -42,10 +43,10 @@ async def main(comm: aiorma.Comm) -> None:
             times.append(time.perf_counter() - begin)
         report = {"rank": comm.rank, "epochs": share, "median_us": 1e6 * float(np.median(times)),
                   "max_ms": 1e3 * max(times)}
-    print(json.dumps(report), flush=True)
     await comm.barrier()
     if comm.rank == 0:
-        print(json.dumps({"final": int(win.memory[0])}), flush=True)
+        report["final"] = int(win.memory[0])
+    write_rank_result(comm.rank, report)
     await win.free()
 
 

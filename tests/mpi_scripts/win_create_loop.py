@@ -12,7 +12,6 @@ resumes rank 1 (SIGCONT) and both finish.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
@@ -20,6 +19,7 @@ import time
 import numpy as np
 
 import aiorma
+from tests.mpi_harness import write_rank_result
 
 
 async def heartbeat(gaps: list[float], stop: asyncio.Event) -> None:
@@ -63,11 +63,8 @@ async def main(comm: aiorma.Comm) -> None:
         os.kill(int(pids[1]), signal.SIGCONT)
         stop.set()
         await beat
-        print(
-            json.dumps(
-                {"last_cas_old": swapped, "max_gap_ms": 1e3 * max(gaps), "flush": outcome, "waited_s": waited}
-            ),
-            flush=True,
+        write_rank_result(
+            0, {"last_cas_old": swapped, "max_gap_ms": 1e3 * max(gaps), "flush": outcome, "waited_s": waited}
         )
     else:
         await comm.barrier()
@@ -75,7 +72,7 @@ async def main(comm: aiorma.Comm) -> None:
     await win.unlock_all()
     await win.free()
     if comm.rank == 1:
-        print(json.dumps({"user": user.tolist()}), flush=True)
+        write_rank_result(1, {"user": user.tolist()})
 
 
 if __name__ == "__main__":
