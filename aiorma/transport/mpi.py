@@ -270,14 +270,25 @@ class MpiEndpoint:
         window = self._windows[win_id]
         target = op.target
         kind = op.kind
-        if window.allocated and self._passive[target] and (kind is RmaKind.PUT or kind is RmaKind.GET):
+        if window.allocated and self._passive[target] and kind is not RmaKind.COMPARE_AND_SWAP:
             # The hot case, without the general path's bookkeeping: shared memory, one request.
             dt = window.datatype
+            spec = (op.disp, op.count, dt)
             try:
                 if kind is RmaKind.PUT:
-                    request = window.win.Rput([op.origin, dt], target, (op.disp, op.count, dt))
-                else:
-                    request = window.win.Rget([op.result, dt], target, (op.disp, op.count, dt))
+                    request = window.win.Rput([op.origin, dt], target, spec)
+                elif kind is RmaKind.GET:
+                    request = window.win.Rget([op.result, dt], target, spec)
+                elif kind is RmaKind.ACCUMULATE:
+                    request = window.win.Raccumulate([op.origin, dt], target, spec, _MPI_OPS[op.op])
+                else:  # GET_ACCUMULATE, FETCH_AND_OP; NO_OP leaves the origin out, MPI wants one
+                    origin = op.origin
+                    if origin is None:  # kept alive with the op until completion
+                        origin = np.empty_like(op.result)
+                        op = RmaOp(kind, target, op.disp, origin, op.result, op.compare, op.op)
+                    request = window.win.Rget_accumulate(
+                        [origin, dt], [op.result, dt], target, spec, _MPI_OPS[op.op]
+                    )
                 if request.Test():
                     return True
             except MPI.Exception as exc:
