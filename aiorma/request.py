@@ -7,13 +7,15 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any
 
+from .waiting import last_await as _last_yield  # when an await of a Request last checkpointed
+
 #: Awaiting Requests yields to the event loop at least once per this many seconds.  A Request
 #: that finished inside its call would otherwise never yield, and a task awaiting aiorma calls in
 #: a loop would starve its rank's timers, timeouts, other tasks and in-process peers.  1 ms keeps
 #: a 5 ms timer within a fifth of its period, while a loop turn (10-15 µs) every millisecond
 #: costs the hot path about 1 %.
 FAIR_SLICE = 1e-3
-_last_yield = [0.0]  # when an await of a Request last gave the loop a turn (any loop, any thread)
+
 _finished_empty: dict[str, Request] = {}  # see Request.finished
 
 
@@ -109,9 +111,11 @@ class Request:
                     return (yield from asyncio.shield(future).__await__())
                 finally:
                     _last_yield[0] = time.perf_counter()
-        if time.perf_counter() - _last_yield[0] >= FAIR_SLICE:
+        now = time.perf_counter()
+        if now - _last_yield[0] >= FAIR_SLICE:
             # A checkpoint (trio's rule that every await is one, bounded for speed): a bare yield
             # is asyncio's sleep(0).  Cancellation here abandons only the wait, as above.
+            _last_yield[0] = now  # (the waiter, if it runs now, sees a busy program)
             yield
             _last_yield[0] = time.perf_counter()
         if future is None:

@@ -49,6 +49,12 @@ _SPIN_REQUESTS = 0.05
 _GUARD_BUSY = 1e-3
 _GUARD_IDLE = 0.05
 
+#: When a task of this process last awaited an aiorma Request (``time.perf_counter``), set by
+#: ``Request.__await__``.  A program awaiting aiorma calls is activity even when every call
+#: finished inside itself (the thin path wakes no one): the waiter then keeps spinning instead
+#: of announcing a park, which costs atomics into every peer's presence word.
+last_await = [0.0]
+
 
 class WaitSource(Protocol):
     """Something with waits of its own on this rank's memory (a collectives flag watcher)."""
@@ -168,7 +174,7 @@ class Waiter:
                 if await self._park(None, _GUARD_BUSY):
                     self._last_activity = time.perf_counter()
                 continue
-            idle = now - self._last_activity
+            idle = now - max(self._last_activity, last_await[0])
             if idle < spin or (need is PollNeed.REQUESTS and idle < _SPIN_REQUESTS):
                 if shared_core:
                     os.sched_yield()

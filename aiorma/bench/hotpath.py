@@ -2,7 +2,7 @@
 mpi4py, in the same processes and interleaved round by round.
 
     python -m aiorma.bench hotpath [--iters N] [--repeats R] [--ranks P] [--json PATH]
-                                   [--emulate-nodes K]
+                                   [--plot DIR [--compare PATH]] [--emulate-nodes K]
 
 Launches itself on ``--ranks`` ranks (2 by default) under the mpich wheel's ``mpiexec``.  Rank 0
 is the origin, rank 1 the target, further ranks only take part in fences (allocated windows: on
@@ -19,7 +19,12 @@ of every case:
 It reports the median over ``--repeats`` rounds of the time per repetition in microseconds (µs)
 and the ratio aiorma / mpi4py: the Python price of aiorma's layers (validation, engine, driver,
 Request) for each case.  ``AIORMA_THIN=0`` in the environment turns the engine's thin path off,
-to measure what it buys.
+to measure what it buys.  ``--plot DIR`` draws the ratios into ``DIR/hotpath_ratio.png``, beside
+those of an earlier ``--json`` result given with ``--compare`` (e.g. the same run with the thin
+path off):
+
+    AIORMA_THIN=0 python -m aiorma.bench hotpath --json off.json
+    python -m aiorma.bench hotpath --json on.json --plot docs/img --compare off.json
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .._cli import command_parser
+from .._cli import command_parser, plot_directory
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks
 
 CASES = ("lock/put/unlock", "lock_all put+flush", "fence/put/fence", "pscw", "put", "flush")
@@ -210,6 +215,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--ranks", type=int, default=2, help="ranks to run (default %(default)s)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the medians (µs) and ratios here")
+    parser.add_argument(
+        "--plot", type=plot_directory, metavar="DIR", help="draw DIR/hotpath_ratio.png (needs matplotlib)"
+    )
+    parser.add_argument(
+        "--compare", type=Path, metavar="PATH", help="with --plot: an earlier --json result to draw beside"
+    )
     add_emulate_nodes_option(parser)
     options = parser.parse_args(argv)
     if options.ranks < 2:
@@ -240,4 +251,39 @@ def main(argv: list[str]) -> int:
             "ratio": ratios,
         }
         options.json.write_text(json.dumps(record, indent=1))
+    if options.plot:
+        current = {"thin": thin, "ranks": options.ranks, "ratio": ratios}
+        earlier = json.loads(options.compare.read_text()) if options.compare else None
+        print("wrote", plot(current, earlier, options.plot))
     return 0
+
+
+def _label(record: dict[str, Any]) -> str:
+    return f"aiorma, thin path {'on' if record['thin'] else 'off'}, {record['ranks']} ranks"
+
+
+def plot(current: dict[str, Any], earlier: dict[str, Any] | None, directory: Path) -> Path:
+    """Bars of aiorma / mpi4py per case for ``current`` (and ``earlier`` beside it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [r for r in (earlier, current) if r is not None]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / len(records)
+    for i, record in enumerate(records):
+        xs = [c + (i - (len(records) - 1) / 2) * width for c in range(len(CASES))]
+        bars = ax.bar(xs, [record["ratio"][case] for case in CASES], width, label=_label(record))
+        ax.bar_label(bars, fmt="%.1f", fontsize=8)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(4.0, color="gray", linestyle="--", linewidth=0.8, label="target: 4 × mpi4py")
+    ax.set_xticks(range(len(CASES)), CASES, fontsize=8)
+    ax.set_ylabel("time / raw mpi4py time (same run)")
+    ax.set_title("Hot path, 8 B, back to back (python -m aiorma.bench hotpath)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = directory / "hotpath_ratio.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
