@@ -119,13 +119,19 @@ class Monitor:
         return int(steps.min()), float(np.sqrt(change2.sum()))
 
     async def reporter(self, stop: asyncio.Event, every: float, total: int) -> None:
-        """Print the slowest rank's step and the global residual until ``stop`` is set."""
-        while not stop.is_set():
+        """Print the slowest rank's step and the global residual every ``every`` seconds; once
+        ``stop`` is set, one last report, read after the end."""
+        while True:
             with contextlib.suppress(TimeoutError):  # a tick, or the end
                 await asyncio.wait_for(stop.wait(), every)
+            # Decided before reading: a read that starts just before the end and returns the
+            # second-to-last step is followed by one more, started after the end.
+            final = stop.is_set()
             step, residual = await self.read()
             self.reports.append((step, residual))
             print(f"[progress] step {step}/{total}  residual ‖Δu‖ = {residual:.3e}", flush=True)
+            if final:
+                return
 
 
 async def main(comm: aiorma.Comm, options: Options) -> dict[str, object]:

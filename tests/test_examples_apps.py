@@ -3,6 +3,7 @@ and under mpiexec; their benchmark drivers produce JSON and plots.  No timing is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -229,3 +230,40 @@ def test_service_embeds_aiorma_on_even_ranks() -> None:
                        "2": "aiorma on 2 even", "3": "mpi4py ring on 2 odd"}, result.stdout
     assert result.stdout.count("every slot = 30, as expected") == 2
     assert result.stdout.count("token 10, sum 20") == 2
+
+
+def test_async_app_final_report_follows_the_end() -> None:
+    """The reporter's last report is read after ``stop`` was set, even when ``stop`` is set
+    while a read is in flight (that read returned the second-to-last step: the test failed with
+    24 == 25 under load before the reporter decided on its final read before reading)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("async_app_example", EXAMPLES / "async_app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+
+    async def scenario() -> list[tuple[int, float]]:
+        stop = asyncio.Event()
+        monitor = module.Monitor.__new__(module.Monitor)
+        monitor.reports = []
+        progress = {"step": 24}
+
+        async def read() -> tuple[int, float]:
+            seen = progress["step"]  # the read starts here ...
+            if seen == 24:  # ... and the end arrives while it is in flight
+                progress["step"] = 25
+                stop.set()
+            await asyncio.sleep(0)
+            return seen, 0.0
+
+        monitor.read = read
+        await asyncio.wait_for(monitor.reporter(stop, 0.001, 25), 5)
+        return monitor.reports
+
+    reports = asyncio.run(scenario())
+    assert reports[-1][0] == 25, reports
