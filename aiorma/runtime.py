@@ -5,9 +5,12 @@ A thin wrapper over :mod:`aiorma.connect` for programs that aiorma starts (it ow
 
 from __future__ import annotations
 
+import array
 import asyncio
+import contextlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -154,6 +157,26 @@ def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
         if world.Get_size() == 1:
             raise
         traceback.print_exc()
-        sys.stderr.flush()
+        _drain_output()
         world.Abort(1)
         os._exit(1)  # Abort does not return; this is only a guard
+
+
+def _drain_output(patience: float = 2.0) -> None:
+    """Flush stdout and stderr, then wait (at most ``patience`` seconds) until whatever reads
+    them — mpiexec's proxy, when they are pipes — has taken every byte: MPI_Abort ends the job at
+    once, and a traceback still in the pipe was lost or cut short (seen under load)."""
+    deadline = time.monotonic() + patience
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or odd stream, no FIONREAD: nothing to wait for
+            stream.flush()
+            import fcntl  # POSIX only, like MPI_Abort's callers here
+            import termios
+
+            fd = stream.fileno()
+            unread = array.array("i", [0])
+            while time.monotonic() < deadline:
+                fcntl.ioctl(fd, termios.FIONREAD, unread)  # bytes still in the pipe (Linux)
+                if unread[0] == 0:
+                    break
+                time.sleep(0.001)
