@@ -11,6 +11,23 @@ _BITWISE = {Op.BAND, Op.BOR, Op.BXOR}
 _LOGICAL = {Op.LAND, Op.LOR, Op.LXOR}
 
 
+#: Ops that only move data: bit-exact on any dtype, whatever arithmetic the MPI library has.
+_DATA_MOVEMENT = {Op.REPLACE, Op.NO_OP}
+
+
+def check_accumulate_dtype(op: Op, dtype: np.dtype) -> None:
+    """:func:`check_op_dtype` for the accumulate family, which the MPI library computes: also
+    refuse what it has no arithmetic for (float16: MPICH's accumulate applied SUM, PROD, MIN and
+    MAX to the raw bits), so that no transport reinterprets it and every transport refuses alike.
+    (Collectives reduce with numpy and accept float16.)"""
+    if dtype == np.float16 and op not in _DATA_MOVEMENT:
+        raise RmaTypeError(
+            f"{op.name} on float16: MPI libraries have no float16 arithmetic for accumulate (MPICH "
+            "applies it to the raw bits); use a float32 window, or REPLACE / NO_OP, which only move data"
+        )
+    check_op_dtype(op, dtype)
+
+
 def check_op_dtype(op: Op, dtype: np.dtype) -> None:
     """Raise RmaTypeError when MPI would reject ``op`` on ``dtype`` (e.g. BXOR on floats)."""
     kind = dtype.kind
@@ -23,7 +40,15 @@ def check_op_dtype(op: Op, dtype: np.dtype) -> None:
 
 
 def combine(op: Op, current: np.ndarray, operand: np.ndarray) -> np.ndarray:
-    """The new target contents for ``current  op  operand`` (elementwise, window dtype)."""
+    """The new target contents for ``current  op  operand`` (elementwise, window dtype), computed
+    as MPI libraries compute it in C: integers wrap, floats overflow to infinity and invalid
+    operations give NaN, without warnings (numpy would warn, and the tests turn warnings into
+    errors)."""
+    with np.errstate(all="ignore"):
+        return _combine(op, current, operand)
+
+
+def _combine(op: Op, current: np.ndarray, operand: np.ndarray) -> np.ndarray:
     if op is Op.REPLACE:
         return operand
     if op is Op.NO_OP:
@@ -32,10 +57,13 @@ def combine(op: Op, current: np.ndarray, operand: np.ndarray) -> np.ndarray:
         return current + operand
     if op is Op.PROD:
         return current * operand
+    # MIN and MAX as MPI libraries define them in C: the target keeps its value only when it is
+    # strictly smaller (larger) than the operand, so a NaN on either side gives the operand, and
+    # of -0.0 and 0.0 the operand wins (numpy's minimum would propagate NaN instead).
     if op is Op.MIN:
-        return np.minimum(current, operand)
+        return np.where(current < operand, current, operand)
     if op is Op.MAX:
-        return np.maximum(current, operand)
+        return np.where(current > operand, current, operand)
     if op is Op.BAND:
         return current & operand
     if op is Op.BOR:

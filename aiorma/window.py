@@ -20,7 +20,7 @@ from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, LockType, Op
 from .engine.thin_state import DONE, NOT_THIN, recorded_token
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
-from .ops import check_op_dtype
+from .ops import check_accumulate_dtype
 from .progress import ProgressDriver
 from .request import Request
 from .transport.base import Endpoint, RmaKind, RmaOp
@@ -416,7 +416,7 @@ class Window:
             raise RmaUsageError(f"{op!r} is not an aiorma op (SUM, MAX, REPLACE, ...)") from None
         if operation is Op.NO_OP and not allow_no_op:
             raise RmaUsageError("NO_OP is only meaningful for get_accumulate and fetch_and_op")
-        check_op_dtype(operation, self.dtype)
+        check_accumulate_dtype(operation, self.dtype)
         return operation
 
     def _check_span(self, target: int, disp: int, count: int) -> tuple[int, int]:

@@ -4,7 +4,9 @@ MPI reduces ``x0 op x1 op … op x(P-1)``.  Every aiorma op is commutative excep
 (the result is the highest rank's value) and ``NO_OP`` (the lowest rank's), so the algorithms
 keep track of whether incoming data comes from higher or lower ranks and the result is
 well defined for those two as well.  Semantics match :func:`aiorma.ops.combine` (what
-``accumulate`` does), computed in place with numpy ufuncs.
+``accumulate`` does), computed in place with numpy ufuncs, except MIN and MAX with a NaN: numpy's
+minimum and maximum propagate it, where accumulate follows MPI's C definition
+(docs/datatypes.md).
 """
 
 from __future__ import annotations
