@@ -153,13 +153,32 @@ def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
 
     try:
         return asyncio.run(rank_main())
-    except BaseException:
+    except BaseException as error:
         if world.Get_size() == 1:
             raise
+        if _caused_by_a_peer(error):
+            # The peer that failed first is aborting the job itself, its traceback first: give it
+            # the time to (this rank is normally ended by that abort during the wait).
+            time.sleep(_PEER_ABORT_GRACE)
         traceback.print_exc()
         _drain_output()
         world.Abort(1)
         os._exit(1)  # Abort does not return; this is only a guard
+
+
+#: How long a rank that failed only because a peer did waits for that peer's MPI_Abort.
+_PEER_ABORT_GRACE = 5.0
+
+
+def _caused_by_a_peer(error: BaseException) -> bool:
+    """True when ``error`` is, or was caused by, another rank's failure (PeerFailed)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, PeerFailed):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return False
 
 
 def _drain_output(patience: float = 2.0) -> None:

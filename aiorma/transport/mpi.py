@@ -73,6 +73,9 @@ _CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
 }
 _NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
 _RERING = 1e-3
+# A presence word at this value: that peer left aiorma by an exception (0/1: not parked/parked).
+_DEPARTED = 2
+_DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its departure notices to land
 
 
 def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, bool]:
@@ -164,6 +167,9 @@ class MpiEndpoint:
             self._presence_win.Lock_all()
             self._probe_comm.Barrier()
         self._parked = False
+        self._presence_seen = self._presence.tobytes()
+        self._departed: set[int] = set()  # peers found departed (reported once each)
+        self._departure_notice = np.array([_DEPARTED], np.int64)  # alive while its puts are
 
     def attach(self, sink: Sink) -> None:
         """Route completions to ``sink``; called once, before any window exists."""
@@ -494,6 +500,11 @@ class MpiEndpoint:
                 active |= self._test_fetches()
             if self._writes:
                 self._writes = [(r, b) for r, b in self._writes if not r.Test()]
+            self._presence_win.Sync()
+            presence = self._presence.tobytes()
+            if presence != self._presence_seen:  # a peer parked, woke, or left
+                self._presence_seen = presence
+                active |= self._departures_found(sink)
             for win_id, window in list(self._windows.items()):
                 window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
                 raw = window.control.tobytes()
@@ -502,6 +513,40 @@ class MpiEndpoint:
                     sink.control_changed(win_id)
                     active = True
         return active
+
+    def _departures_found(self, sink: Sink) -> bool:
+        """Report each peer whose presence word says it left by an exception, once."""
+        found = False
+        for rank in np.flatnonzero(self._presence >= _DEPARTED).tolist():
+            if rank not in self._departed:
+                self._departed.add(rank)
+                sink.peer_departed(rank)
+                found = True
+        return found
+
+    def _announce_departure(self) -> None:
+        """Leaving by an exception: mark this rank departed in every peer's presence word (where
+        their polls look anyway) and ring them, so that their Requests waiting on us fail with
+        PeerFailed at their next poll instead of at their own timeouts.  Waits at most
+        _DEPARTURE_PATIENCE for the notices towards peers on other nodes (their MPI progress
+        lands them; they are polling, since they wait for us)."""
+        notice = self._departure_notice
+        requests = []
+        with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
+            for peer in range(self.size):
+                if peer != self.rank:
+                    requests.append(
+                        self._presence_win.Raccumulate(
+                            [notice, MPI.INT64_T], peer, (self.rank, 1, MPI.INT64_T), MPI.REPLACE
+                        )
+                    )
+            deadline = time.monotonic() + _DEPARTURE_PATIENCE
+            while requests and time.monotonic() < deadline:
+                requests = [request for request in requests if not request.Test()]
+        for peer in range(self.size):
+            if peer != self.rank and self._bells[peer] is not None and self._doorbell is not None:
+                with contextlib.suppress(OSError):
+                    self._doorbell.sendto(b"", self._bells[peer])  # type: ignore[arg-type]
 
     def _ring_servers(self) -> None:
         """Ring again, every _RERING seconds, the peers whose progress our requests wait for."""
@@ -649,11 +694,17 @@ class MpiEndpoint:
         try:
             await self._collective(free)
         finally:
-            self.abandon()
+            self._stop()
 
     def abandon(self) -> None:
-        """Stop the workers (a collective stuck in one is left to finish on its own) and close
-        the doorbell; the MPI objects are left for ``MPI_Finalize``."""
+        """Leave after a failure: tell the peers this rank departed (see
+        :meth:`_announce_departure`), stop the workers (a collective stuck in one is left to
+        finish on its own) and close the doorbell; the MPI objects are left for ``MPI_Finalize``."""
+        if not self._closed:
+            self._announce_departure()
+        self._stop()
+
+    def _stop(self) -> None:
         self._closed = True
         self._collectives.shutdown(wait=False, cancel_futures=True)
         self._blocking.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,40 @@
+"""A rank that leaves ``aiorma.connect`` by an exception tells its peers (run by
+tests/test_departure_mpi.py on 3 ranks): rank 1 raises right after ``win_allocate`` while ranks 0
+and 2 await two fences under a 15 s timeout.  Each rank writes what happened to it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import aiorma
+from tests.mpi_harness import write_rank_result
+
+
+async def main() -> dict[str, object]:
+    rank = MPI.COMM_WORLD.Get_rank()
+    began = 0.0
+    try:
+        async with aiorma.connect(MPI.COMM_WORLD) as comm:
+            win = await comm.win_allocate(4, np.int64)
+            began = time.perf_counter()
+            if rank == 1:
+                raise ValueError("rank 1 leaves on purpose")
+            async with asyncio.timeout(15):
+                await win.fence()
+                await win.fence()
+    except aiorma.PeerFailed as failure:
+        return {"error": "PeerFailed", "rank": failure.rank, "after_s": time.perf_counter() - began}
+    except TimeoutError:
+        return {"error": "timeout", "after_s": time.perf_counter() - began}
+    except ValueError as error:
+        return {"error": "ValueError", "message": str(error)}
+    return {"error": None}
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main())
+    write_rank_result(MPI.COMM_WORLD.Get_rank(), result)
