@@ -8,7 +8,6 @@ so the timer ticked 0 times beside the loop, and the in-process writer below nev
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,47 +16,19 @@ import pytest
 
 import aiorma
 
+from .fairness_probe import reader_loop_beside_a_timer
 from .mpi_harness import run_mpi_json
 
 SCRIPT = Path(__file__).parent / "mpi_scripts" / "fair_awaiting.py"
-PERIOD = 0.005
-
-
-async def _reader_loop_beside_a_timer(win: aiorma.Window, me: int, duration: float) -> tuple[int, float]:
-    """Ticks of a 5 ms timer (absolute deadlines) while this task loops on awaited shared-lock
-    epochs for ``duration`` seconds, and the ticks expected."""
-    out = np.zeros(1, np.int64)
-    stop = asyncio.Event()
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        due = time.perf_counter()
-        while not stop.is_set():
-            due += PERIOD
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    start = time.perf_counter()
-    while time.perf_counter() - start < duration:
-        win.lock(me, aiorma.LOCK_SHARED)
-        win.get(out, me, 0)
-        await win.unlock(me)
-    elapsed = time.perf_counter() - start
-    stop.set()
-    await task
-    return ticks, elapsed / PERIOD
 
 
 @pytest.mark.timeout(60)
 def test_timer_keeps_ticking_beside_an_awaiting_loop_local() -> None:
     async def main(comm: aiorma.Comm) -> Any:
         win = await comm.win_allocate(4, np.int64)
-        result = await _reader_loop_beside_a_timer(win, comm.rank, 0.5)
+        ticks, expected, _epochs = await reader_loop_beside_a_timer(win, comm.rank, 0.5)
         await win.free()
-        return result
+        return ticks, expected
 
     [(ticks, expected)] = aiorma.run(main, nprocs=1)
     assert ticks >= 0.8 * expected, (ticks, expected)
