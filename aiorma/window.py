@@ -95,7 +95,7 @@ class Window:
         """Expose this window to ``group``.  Completes when the exposure is granted."""
         self._check_open()
         thin = self._thin
-        if thin is not None:
+        if thin is not None and type(assertion) is int:  # (the general path checks other values)
             token = thin.post(group, assertion)
             if token > 0:
                 return self._call(token, "post")
@@ -106,7 +106,7 @@ class Window:
         for an epoch without RMA calls that finished before its grants arrived, with the epoch)."""
         self._check_open()
         thin = self._thin
-        if thin is not None:
+        if thin is not None and type(assertion) is int:
             token = thin.start(group, assertion)
             if token > 0:
                 return self._call(token, "start")
@@ -149,6 +149,7 @@ class Window:
         thin = self._thin
         if (
             thin is not None
+            and type(assertion) is int
             and not assertion
             and type(rank) is int
             and (lock_type is LOCK_EXCLUSIVE or lock_type is LOCK_SHARED)

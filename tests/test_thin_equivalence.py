@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import aiorma
@@ -60,3 +61,34 @@ def test_random_programs_mpi_both_ways(emulate_nodes: int, monkeypatch: pytest.M
         expected = expected_outcome(make_program(seed, size), size)
         assert on.get(seed) == expected, f"seed {seed}, thin path on"
         assert off.get(seed) == expected, f"seed {seed}, thin path off"
+
+
+@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
+@pytest.mark.parametrize("call", ["lock", "post", "start", "fence"])
+def test_odd_assertions_are_refused_alike(call: str, thin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An assertion that is not an int combination of MODE_* flags (0.0, -1, 2.5) is refused at
+    the call with the thin path on as with it off, and changes nothing."""
+    if not thin:
+        monkeypatch.setenv("AIORMA_THIN", "0")
+
+    async def main(comm: aiorma.Comm) -> list[str]:
+        win = await comm.win_allocate(2, np.int64)
+        refused = []
+        for assertion in (0.0, -1, 2.5):
+            make = {
+                "lock": lambda a=assertion: win.lock(0, aiorma.LOCK_EXCLUSIVE, a),
+                "post": lambda a=assertion: win.post([0], a),
+                "start": lambda a=assertion: win.start([0], a),
+                "fence": lambda a=assertion: win.fence(a),
+            }[call]
+            try:
+                make()
+                refused.append("accepted")
+            except aiorma.RmaUsageError as error:
+                refused.append(type(error).__name__)
+            assert win.engine.open_epochs() == []  # nothing changed
+        await win.free()
+        return refused
+
+    [outcome] = aiorma.run(main, nprocs=1)
+    assert outcome == ["RmaUsageError"] * 3, outcome
