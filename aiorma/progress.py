@@ -41,7 +41,7 @@ class _InlineIO:
     """The transport's inline answers for one window's thin path (:class:`~.engine.thin_state.InlineIO`).
     ``flush`` and ``atomics_inline`` are the endpoint's own (bound: no frame of ours per call)."""
 
-    __slots__ = ("_endpoint", "_win_id", "atomics_inline", "flush", "issue")
+    __slots__ = ("_endpoint", "_win_id", "atomics_inline", "flush", "issue", "write")
 
     def __init__(self, endpoint: Endpoint, win_id: int) -> None:
         self._endpoint = endpoint
@@ -49,6 +49,9 @@ class _InlineIO:
         self.atomics_inline = endpoint.atomics_inline
         self.flush: Callable[[int, int], bool] = functools.partial(endpoint.flush, win_id)
         self.issue: Callable[[int, Any], bool] = functools.partial(endpoint.issue, win_id)
+        self.write: Callable[[int, int, AtomicOp, int], None] = functools.partial(
+            endpoint.control_write, win_id
+        )
 
     def fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
         old = self._endpoint.control_fetch(self._win_id, 0, dest, index, op, value, compare)

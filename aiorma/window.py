@@ -87,6 +87,8 @@ class Window:
         thin = self._thin
         if thin is not None and type(assertion) is int:
             token = thin.fence(assertion)
+            if token == DONE:
+                return Request.finished(None, None, "fence")
             if token > 0:
                 return self._call(token, "fence")
         return self._call(self._engine.fence(assertion), "fence")
@@ -97,6 +99,8 @@ class Window:
         thin = self._thin
         if thin is not None and type(assertion) is int:  # (the general path checks other values)
             token = thin.post(group, assertion)
+            if token == DONE:
+                return Request.finished(None, None, "post")
             if token > 0:
                 return self._call(token, "post")
         return self._call(self._engine.post(group, assertion), "post")
@@ -108,6 +112,8 @@ class Window:
         thin = self._thin
         if thin is not None and type(assertion) is int:
             token = thin.start(group, assertion)
+            if token == DONE:
+                return Request.finished(None, None, "start")
             if token > 0:
                 return self._call(token, "start")
         return self._call(self._engine.start(group, assertion), "start")
@@ -118,6 +124,8 @@ class Window:
         thin = self._thin
         if thin is not None:
             token = thin.complete()
+            if token == DONE:
+                return Request.finished(None, None, "complete")
             if token > 0:
                 return self._call(token, "complete")
         return self._call(self._engine.complete(), "complete")
@@ -128,6 +136,8 @@ class Window:
         thin = self._thin
         if thin is not None:
             token = thin.wait()
+            if token == DONE:
+                return Request.finished(None, None, "wait")
             if token > 0:
                 return self._call(token, "wait")
         return self._call(self._engine.wait(), "wait")

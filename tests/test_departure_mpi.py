@@ -20,10 +20,16 @@ SCRIPT = Path(__file__).parent / "mpi_scripts" / "departure.py"
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("emulate_nodes", [0, 2], ids=["one_node", "two_nodes"])
-def test_peers_learn_that_a_rank_left(emulate_nodes: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("late", [False, True], ids=["polling", "late_peer"])
+def test_peers_learn_that_a_rank_left(emulate_nodes: int, late: bool, tmp_path: Path) -> None:
+    """``late_peer``: rank 2 looks only after rank 0 has left too (because of rank 1); it must
+    still be told rank 1, the rank that failed first (found by repeating the suite under load)."""
     if emulate_nodes and (reason := emulation_unavailable()) is not None:
         pytest.skip(reason)
-    outcome = launch_mpi(SCRIPT, 3, timeout=60, emulate_nodes=emulate_nodes, env={RESULTS_DIR: str(tmp_path)})
+    args = ["late"] if late else []
+    outcome = launch_mpi(
+        SCRIPT, 3, *args, timeout=60, emulate_nodes=emulate_nodes, env={RESULTS_DIR: str(tmp_path)}
+    )
     assert outcome.ok, outcome.describe()
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
     assert results[1] == {"error": "ValueError", "message": "rank 1 leaves on purpose"}

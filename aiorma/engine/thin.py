@@ -37,7 +37,7 @@ from typing import Any
 
 from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
 from .actions import CompleteRequest
-from .control import READER_BITS, READER_MASK, AtomicOp, Word
+from .control import READER_BITS, READER_MASK, AtomicOp, Word, pack_fence
 from .rules import EpochKind
 from .states import EpochPhase, TargetPhase
 from .thin_state import (
@@ -148,7 +148,8 @@ class ThinPath:
     def fence(self, assertion: int) -> int:
         """A fence that opens a fence epoch on an otherwise idle window, or closes the thin one
         (and opens the next) once its RMA is complete inside the call.  Returns the fence's
-        token (finished at once when every peer's "done" is in), or :data:`NOT_THIN`."""
+        token, :data:`DONE` when it finished inside the call (every peer's "done" in, nothing
+        left for the driver), or :data:`NOT_THIN`."""
         engine = self.engine
         if engine._actions or engine.failure is not None or engine.freeing or assertion & ~_ALL_MODES:
             return NOT_THIN
@@ -157,13 +158,11 @@ class ThinPath:
         if held is None:
             if not opening or not self._idle():
                 return NOT_THIN
-            token = engine._new_token()
             engine._fences_opened += 1
             engine.thin_fence = ThinFence(engine._fences_opened, assertion)
             engine._last_kind = EpochKind.FENCE
-            engine._send_fence_notice()
-            engine._complete_token(token)  # only opening: done at activation, which is now
-            return token
+            self._notify_fence()
+            return DONE  # only opening: done at activation, which is now
         if not held.ordinal or held.closing or assertion & MODE_NOPRECEDE:
             return NOT_THIN  # the general path orders it behind the closing epoch, or refuses it
         if held.recorded and not self._issue_recorded(held):
@@ -171,18 +170,36 @@ class ThinPath:
         if not self._flushed(held.last_seq):
             return NOT_THIN  # completes later: the general path waits for its report
         closed = held.ordinal
-        token = engine._new_token()
         if opening:
             engine._fences_opened += 1
         engine._fence_done_sent = max(engine._fence_done_sent, closed)
-        engine._send_fence_notice()  # our "done" (and the next epoch's opening) to every peer
+        self._notify_fence()  # our "done" (and the next epoch's opening) to every peer
         if opening:
             held = engine.thin_fence = ThinFence(engine._fences_opened, assertion)
         else:
             held.ordinal, held.ops, held.last_seq = 0, {}, {}
-        held.closing, held.closing_token = closed, token
-        engine.thin_fence_progress()  # finished now if every peer's "done" is in
+        peers = engine.peers
+        if all(peers[r].fence_done_received >= closed for r in range(engine.size) if r != engine.rank):
+            if not opening:
+                engine.thin_fence = None
+            if not engine._actions:
+                return DONE  # every peer's "done" is in: complete
+            token = engine._new_token()  # the recorded ops' completions go through the driver
+            engine._complete_token(token)
+            return token
+        token = engine._new_token()
+        held.closing, held.closing_token = closed, token  # finished by the last peer's "done"
         return token
+
+    def _notify_fence(self) -> None:
+        """The fence notice (fences opened, fences finished) into every peer's word, written
+        here rather than as actions: after this call's inline flushes, so data precedes flag."""
+        engine = self.engine
+        value = pack_fence(engine._fences_opened, engine._fence_done_sent)
+        index, write = engine.layout.index(Word.FENCE, engine.rank), self.io.write
+        for rank in range(engine.size):
+            if rank != engine.rank:
+                write(rank, index, AtomicOp.MAX, value)
 
     def _idle(self) -> bool:
         """Nothing live on the window: a new epoch may be served thinly."""
@@ -226,10 +243,13 @@ class ThinPath:
             peer = engine.peers[target]
             peer.gats_accesses_opened += 1
             ordinals[target] = peer.gats_accesses_opened
+        engine._last_kind = EpochKind.START
+        peers = engine.peers
+        if all(peers[t].gats_granted_access_id >= n for t, n in ordinals.items()):
+            engine.thin_access = ThinAccess(members, assertion, ordinals, 0)
+            return DONE  # every grant is in already
         token = engine._new_token()
         engine.thin_access = ThinAccess(members, assertion, ordinals, token)
-        engine._last_kind = EpochKind.START
-        engine.thin_gats_progress()
         return token
 
     def complete(self) -> int:
@@ -242,11 +262,10 @@ class ThinPath:
         if not self._flushed(held.last_seq):
             return NOT_THIN
         engine.thin_access = None
-        for target, ordinal in held.ordinals.items():
-            engine._raise(target, Word.DONE, ordinal)
-        token = engine._new_token()
-        engine._complete_token(token)
-        return token
+        write, me = self.io.write, engine.rank
+        for target, ordinal in held.ordinals.items():  # after the inline flushes: data, then flag
+            write(target, engine.layout.index(Word.DONE, me), AtomicOp.MAX, ordinal)
+        return DONE
 
     def post(self, group: object, assertion: int) -> int:
         """Open an exposure epoch on an idle window: the grants go out, the token is finished."""
@@ -255,16 +274,15 @@ class ThinPath:
         if members is None or assertion or not self._idle():
             return NOT_THIN
         expected = {}
+        write, index = self.io.write, engine.layout.index(Word.GRANT, engine.rank)
         for origin in members:
             peer = engine.peers[origin]
             peer.gats_accesses_granted += 1
             expected[origin] = peer.gats_accesses_granted
-            engine._raise(origin, Word.GRANT, peer.gats_accesses_granted)
+            write(origin, index, AtomicOp.MAX, peer.gats_accesses_granted)
         engine.thin_exposure = ThinExposure(members, assertion, expected)
         engine._last_kind = EpochKind.POST
-        token = engine._new_token()
-        engine._complete_token(token)
-        return token
+        return DONE
 
     def wait(self) -> int:
         """Close the thin exposure epoch; the token finishes when every origin's "done" is in."""
@@ -272,8 +290,11 @@ class ThinPath:
         held = engine.thin_exposure
         if held is None or held.close_token or engine._actions:
             return NOT_THIN
+        peers = engine.peers
+        if all(peers[o].gats_done_received >= n for o, n in held.expected_done.items()):
+            engine.thin_exposure = None
+            return DONE  # every origin's "done" is in
         held.close_token = engine._new_token()
-        engine.thin_gats_progress()
         return held.close_token
 
     def _issue_recorded(self, held: ThinFence) -> bool:

@@ -44,6 +44,10 @@ class InlineIO(Protocol):
         """Ask for remote completion of the ops issued to ``target``; True when already so (else
         the transport reports ``flushed`` later, as for a general flush)."""
 
+    def write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        """Raise ``dest``'s control word ``index`` (a grant, a "done", a fence notice), after
+        every flush this thin call made: data before flag, as for the engine's ControlWrite."""
+
     def issue(self, token: int, payload: Any) -> bool:
         """Hand an RMA operation to the transport; True when it is locally complete already
         (else the transport reports its completion later)."""

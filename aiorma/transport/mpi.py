@@ -73,8 +73,21 @@ _CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
 }
 _NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
 _RERING = 1e-3
-# A presence word at this value: that peer left aiorma by an exception (0/1: not parked/parked).
+# A presence word at _DEPARTED or above: that peer left aiorma by an exception (0/1: it is not
+# parked/parked).  _DEPARTED itself: it failed first; _DEPARTED + 4 * (r + 1): it left because
+# rank r had failed, so a peer that reads several notices at once still names r.
 _DEPARTED = 2
+
+
+def departure_notice(root: int | None) -> int:
+    """The presence value announcing a departure: its own failure (None), or rank ``root``'s."""
+    return _DEPARTED if root is None else _DEPARTED + 4 * (root + 1)
+
+
+def departed_root(rank: int, notice: int) -> int:
+    """The rank that failed first, from ``rank``'s departure notice."""
+    code = (notice - _DEPARTED) // 4
+    return rank if code == 0 else code - 1
 _DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its departure notices to land
 
 
@@ -168,8 +181,9 @@ class MpiEndpoint:
             self._probe_comm.Barrier()
         self._parked = False
         self._presence_seen = self._presence.tobytes()
-        self._departed: set[int] = set()  # peers found departed (reported once each)
-        self._departure_notice = np.array([_DEPARTED], np.int64)  # alive while its puts are
+        self._departed: set[int] = set()  # peers found departed
+        self._failed_first: int | None = None  # the rank they name, once found
+        self._departure_notice = np.zeros(1, np.int64)  # alive while its puts are in flight
 
     def attach(self, sink: Sink) -> None:
         """Route completions to ``sink``; called once, before any window exists."""
@@ -515,13 +529,19 @@ class MpiEndpoint:
         return active
 
     def _departures_found(self, sink: Sink) -> bool:
-        """Report each peer whose presence word says it left by an exception, once."""
+        """Report, once, the rank that failed first among the peers whose presence word says they
+        left by an exception (a peer that left because of another names that other)."""
         found = False
         for rank in np.flatnonzero(self._presence >= _DEPARTED).tolist():
             if rank not in self._departed:
                 self._departed.add(rank)
-                sink.peer_departed(rank)
+                root = departed_root(rank, int(self._presence[rank]))
+                if self._failed_first is None or root == rank:
+                    self._failed_first = root
                 found = True
+        if found:
+            assert self._failed_first is not None
+            sink.peer_departed(self._failed_first)  # the driver keeps the first failure only
         return found
 
     def _announce_departure(self) -> None:
@@ -531,6 +551,7 @@ class MpiEndpoint:
         _DEPARTURE_PATIENCE for the notices towards peers on other nodes (their MPI progress
         lands them; they are polling, since they wait for us)."""
         notice = self._departure_notice
+        notice[0] = departure_notice(self._failed_first)
         requests = []
         with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
             for peer in range(self.size):

@@ -1,10 +1,13 @@
 """A rank that leaves ``aiorma.connect`` by an exception tells its peers (run by
 tests/test_departure_mpi.py on 3 ranks): rank 1 raises right after ``win_allocate`` while ranks 0
-and 2 await two fences under a 15 s timeout.  Each rank writes what happened to it."""
+and 2 await two fences under a 15 s timeout.  With the argument ``late``, rank 2 first blocks for
+half a second without polling, so that when it looks, rank 0 has left too (because of rank 1):
+it must still name rank 1.  Each rank writes what happened to it."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 import numpy as np
@@ -14,7 +17,7 @@ import aiorma
 from tests.mpi_harness import write_rank_result
 
 
-async def main() -> dict[str, object]:
+async def main(late: bool) -> dict[str, object]:
     rank = MPI.COMM_WORLD.Get_rank()
     began = 0.0
     try:
@@ -23,6 +26,8 @@ async def main() -> dict[str, object]:
             began = time.perf_counter()
             if rank == 1:
                 raise ValueError("rank 1 leaves on purpose")
+            if rank == 2 and late:
+                time.sleep(0.5)  # blocks the loop: no poll until both notices are in
             async with asyncio.timeout(15):
                 await win.fence()
                 await win.fence()
@@ -36,5 +41,5 @@ async def main() -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    result = asyncio.run(main())
+    result = asyncio.run(main("late" in sys.argv[1:]))
     write_rank_result(MPI.COMM_WORLD.Get_rank(), result)
