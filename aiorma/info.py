@@ -1,4 +1,4 @@
-"""Window info: the four reorder flags of seed 001 §5.6.2 (rules 12–17)."""
+"""Window info: the four reorder flags of Zounmevo (2014) §5.6.2 (rules 12–17)."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ class Window:
         self._check_open()
         return self._call(self._engine.flush_all(), "flush_local_all")
 
-    # i-prefixed aliases for readers coming from the seed's MPI_WIN_I* proposal.
+    # i-prefixed aliases for readers coming from the MPI_WIN_I* proposal of Zounmevo (2014).
     ifence, ipost, istart, icomplete, iwait = fence, post, start, complete, wait
     ilock, iunlock, ilock_all, iunlock_all = lock, unlock, lock_all, unlock_all
     iflush, iflush_local, iflush_all, iflush_local_all = (
@@ -323,7 +323,8 @@ class Window:
     # ------------------------------------------------------------------------ helpers
 
     def _call(self, token: int, what: str, value: Any = None) -> Request:
-        # The call pushes its epoch as far as it can go now (DESIGN §6): the driver executes the
+        # The call pushes its epoch as far as it can go now (docs/architecture.md, *Progress and
+        # waiting*): the driver executes the
         # engine's actions at once (a lock's first atomic, a grant, a "done"); a Request that
         # finished inside the call is returned finished.
         request = self._driver.request(self.win_id, token, what, value)

@@ -1,4 +1,4 @@
-"""Dense LU with partial pivoting over fence epochs, blocking vs nonblocking (seed 001 §5.8.3).
+"""Dense LU with partial pivoting over fence epochs, blocking vs nonblocking (Zounmevo 2014, §5.8.3).
 
     mpiexec -n 4 python examples/lu_solver.py --n 2048 --json lu.json
     python examples/lu_solver.py --local 4 --n 256

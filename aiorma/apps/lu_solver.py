@@ -1,4 +1,4 @@
-"""Dense LU with partial pivoting over fence epochs, blocking vs nonblocking (seed 001 §5.8.3).
+"""Dense LU with partial pivoting over fence epochs, blocking vs nonblocking (Zounmevo 2014, §5.8.3).
 
     mpiexec -n 4 python -m aiorma.apps.lu_solver --n 2048 --json lu.json
     python -m aiorma.apps.lu_solver --local 4 --n 256
@@ -42,7 +42,7 @@ The two variants differ only in synchronisation:
 them all with ``get`` in shared-lock epochs, then does the two triangular solves (blocked, numpy)
 and checks the scaled residual ``‖Ax − b‖∞ / (‖A‖∞ · ‖x‖∞)`` against a freshly generated ``A``.
 
-**Timings per variant** (seed Figs 5.24–5.26): ``wait_s`` is time spent awaiting synchronisation
+**Timings per variant** (Zounmevo 2014, Figs 5.24–5.26): ``wait_s`` is time spent awaiting synchronisation
 Requests (the closing fences); ``comm_s`` adds the time inside every communication call (fence,
 put) — a superset of ``wait_s``; both are the mean over ranks.  ``total_s`` is the factorisation's
 wall time on the slowest rank (the part where the variants differ); ``solve_s`` the gather and

@@ -1,4 +1,5 @@
-"""Transactional updates: many small exclusive-lock accumulates to random peers (seed 001 §5.4.2, §5.8.2).
+"""Transactional updates: many small exclusive-lock accumulates to random peers (Zounmevo 2014,
+§5.4.2, §5.8.2).
 
     mpiexec -n 4 python -m aiorma.apps.transactions --json out.json
     python -m aiorma.apps.transactions --local 4 --transactions 500

@@ -1,4 +1,4 @@
-"""The experiments of seed 001 §5.8 (Figs 5.13–5.22), as per-rank coroutines.
+"""The experiments of Zounmevo (2014) §5.8 (Figs 5.13–5.22), as per-rank coroutines.
 
 Each experiment body runs on *every* rank of the job, once per repetition.  It may prepare an
 epoch (an opening that the experiment is not about), then calls :meth:`Ctx.align` — every rank
@@ -29,7 +29,7 @@ from aiorma.request import Request
 
 KiB = 1024
 MiB = 1024 * KiB
-DELAY = 1e-3  # the injected delay and early_fence's work: 1000 µs, as in the seed
+DELAY = 1e-3  # the injected delay and early_fence's work: 1000 µs, as in Zounmevo (2014)
 BLOCKING = "blocking"
 NONBLOCKING = "nonblocking"
 FLAG = "nonblocking+flag"
@@ -181,7 +181,7 @@ class Experiment:
 
 async def late_post(ctx: Ctx, it: Iteration) -> float | None:
     """Fig 5.13.  Origin 0 → target 1, whose post is late; then a subsequent activity, an
-    epoch on another window towards rank 2 (the seed's third process).  Victim: the subsequent
+    epoch on another window towards rank 2 (the experiment's third process).  Victim: the subsequent
     activity, finished, since t0, on the origin."""
     win, other = it.windows
     t0 = await ctx.align()
@@ -189,7 +189,7 @@ async def late_post(ctx: Ctx, it: Iteration) -> float | None:
         await it.sync(win.start([1]))
         win.put(it.data, 1)
         await it.sync(win.complete())
-        # NOCHECK: no lock handshake, like the seed's eager two-sided send to a third process.
+        # NOCHECK: no lock handshake, like the experiment's eager two-sided send to a third process.
         await it.sync(other.lock(2, LOCK_EXCLUSIVE, MODE_NOCHECK))
         other.put(it.data, 2)
         await other.unlock(2)
@@ -309,7 +309,7 @@ async def late_unlock(ctx: Ctx, it: Iteration) -> float | None:
 
 # ------------------------------------------------------------------------- reorder flags
 # Both series are nonblocking; the "+flag" series sets the experiment's Info flag on the window.
-# Origins write disjoint parts of a target (the flags' contract, seed §5.6.2).
+# Origins write disjoint parts of a target (the flags' contract, Zounmevo (2014) §5.6.2).
 
 
 async def access_after_access_gats(ctx: Ctx, it: Iteration) -> float | None:

@@ -1,4 +1,4 @@
-"""PNG plots of the patterns benchmark, in the manner of seed 001 Figs 5.13–5.22.
+"""PNG plots of the patterns benchmark, in the manner of Zounmevo (2014), Figs 5.13–5.22.
 
 One figure per experiment (``patterns_<experiment>.png``): a panel per message size, and for
 each series two bars side by side — the victim's latency without the delay and with it — labelled

@@ -1,9 +1,9 @@
-"""Dense LU over fence epochs, blocking vs nonblocking (seed 001 §5.8.3).
+"""Dense LU over fence epochs, blocking vs nonblocking (Zounmevo 2014, §5.8.3).
 
 Runs the solver :mod:`aiorma.apps.lu_solver` (what ``examples/lu_solver.py`` runs) under the
 mpich wheel's ``mpiexec``, one job per rank count, each rank with one BLAS thread, and reports
 per variant the time spent waiting for epochs, the time in communication calls and the
-factorisation time (seed Figs 5.24–5.26), with the nonblocking/blocking ratios of the same run
+factorisation time (Zounmevo 2014, Figs 5.24–5.26), with the nonblocking/blocking ratios of the same run
 and the scaled residual.  Exit status 1 if a residual exceeds 1e-12 or the variants disagree.
 
     python -m aiorma.bench lu --n 2048 --ranks 4 --json lu.json --plot docs/img

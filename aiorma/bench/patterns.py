@@ -1,4 +1,4 @@
-"""The inefficiency patterns and reorder flags of seed 001 §5.8: how far a late peer's delay spreads.
+"""The inefficiency patterns and reorder flags of Zounmevo (2014) §5.8: how far a late peer's delay spreads.
 
 Each experiment (see :mod:`aiorma.bench._patterns_experiments`) injects a 1000 µs delay at one
 peer and times a *victim* elsewhere, with and without the delay, in the same run; the difference

@@ -1,4 +1,4 @@
-"""The transactional update pattern: exclusive lock, 256 B accumulate, unlock (seed 001 §5.8.2).
+"""The transactional update pattern: exclusive lock, 256 B accumulate, unlock (Zounmevo 2014, §5.8.2).
 
 Runs the workload :mod:`aiorma.apps.transactions` (what ``examples/transactions.py`` runs) under
 the mpich wheel's ``mpiexec``, one job per rank count, and reports job throughput

@@ -10,7 +10,7 @@ machinery (docs/collectives.md explains it):
 * :mod:`.barrier`, :mod:`.bcast`, :mod:`.reduce`, :mod:`.gather` — the algorithms;
 * :mod:`.schedules` — their communication patterns as pure functions;
 * :mod:`.model` — the LogGP cost model and :func:`calibrate`; :mod:`.select` picks algorithms;
-* :mod:`.topology` — topology-/speed-aware broadcast trees (seed 004).
+* :mod:`.topology` — topology-/speed-aware broadcast trees (Subramoni et al., 2011).
 """
 
 from __future__ import annotations

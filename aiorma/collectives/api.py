@@ -148,7 +148,7 @@ class Collectives:
     def barrier(self, *, algorithm: str | None = None, n: int | None = None) -> Request:
         """Completes once every rank has called barrier as many times.
 
-        ``algorithm``: ``"nway"`` (n-way dissemination, seed 003; ``n`` from the LogGP model
+        ``algorithm``: ``"nway"`` (n-way dissemination, Hoefler et al. (2006); ``n`` from the LogGP model
         unless given), ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal
         window: the engine's fence epochs have barrier semantics)."""
         algo = check.algorithm(algorithm, tuple(select.BARRIER), "barrier")
@@ -429,7 +429,7 @@ class Collectives:
 
 
 def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int, list[int]]:
-    """The topology-aware broadcast tree (seed 004) from :mod:`aiorma.collectives.topology`."""
+    """The topology-aware broadcast tree (Subramoni et al., 2011) from :mod:`aiorma.collectives.topology`."""
     try:
         return build_bcast_tree(topology, root, range(size), nbytes=nbytes)
     except (ValueError, TypeError, AttributeError, IndexError) as exc:

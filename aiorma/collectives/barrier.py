@@ -1,4 +1,4 @@
-"""Barrier: n-way dissemination (seed 003) with flag-only messages.
+"""Barrier: n-way dissemination (Hoefler et al., 2006) with flag-only messages.
 
 Each round is one batch of signals — ``accumulate(MAX)`` of a per-pair monotonic count into the
 peer's flag window — and a wait for as many signals from the mirrored peers.  No data, so no

@@ -80,7 +80,7 @@ async def scatter_allgather_bcast(ch: Landing, buf: np.ndarray, group: Sequence[
 async def hierarchical_bcast(
     ch: Landing, buf: np.ndarray, groups: Sequence[Sequence[int]], root: int, k: int
 ) -> None:
-    """Seed 000's node-leader broadcast: the root sends to one leader per other node (a k-nomial
+    """Mamidala's (2008) node-leader broadcast: the root sends to one leader per other node (a k-nomial
     tree over the leaders), then each leader broadcasts within its node."""
     leaders = [root if root in members else members[0] for members in groups]
     my_node = next(members for members in groups if ch.rank in members)

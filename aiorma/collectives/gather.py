@@ -86,7 +86,7 @@ async def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Seque
 async def hierarchical_allgather(
     ch: Landing, out: np.ndarray, block: int, groups: Sequence[Sequence[int]], k: int
 ) -> None:
-    """Seed 000's node-leader allgather: each node's blocks are gathered at its leader (lowest
+    """Mamidala's (2008) node-leader allgather: each node's blocks are gathered at its leader (lowest
     rank), the leaders pass whole nodes' bundles around a ring, and each leader broadcasts the
     full result within its node.  Blocks are placed by global rank (``out`` is over the Comm)."""
     my_node = next(members for members in groups if ch.rank in members)

@@ -1,7 +1,7 @@
 """A LogGP cost model of the collective algorithms, and its calibration on a transport.
 
 Parameters (seconds, or seconds per byte), after Culler et al.'s LogP and Alexandrov et al.'s
-LogGP, as used by seed 003 to pick ``n`` for the n-way dissemination barrier:
+LogGP, as used by Hoefler et al. (2006) to pick ``n`` for the n-way dissemination barrier:
 
 * ``L`` — latency: from the end of the sender's overhead until the receiver could see the flag;
 * ``o`` — overhead: processor time to issue (or to notice and consume) one message;
@@ -82,7 +82,7 @@ def nway_rounds(size: int, n: int) -> int:
 
 
 def barrier_nway(p: LogGP, size: int, n: int) -> float:
-    """Seed 003's prediction: each round sends ``k ≤ n`` signals back to back and waits for
+    """Hoefler et al.'s (2006) prediction: each round sends ``k ≤ n`` signals back to back and waits for
     ``k`` (their receive overheads queue behind the sends once ``k·o`` exceeds the latency)."""
     total = 0.0
     for distances in nway_distances(size, n):

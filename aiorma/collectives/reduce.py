@@ -195,7 +195,7 @@ async def _ring_reduce_scatter(
 async def hierarchical_allreduce(
     ch: Landing, acc: np.ndarray, op: Op, groups: Sequence[Sequence[int]], k: int
 ) -> None:
-    """Seed 000's node-leader allreduce (commutative ops): reduce within each node to its leader
+    """Mamidala's (2008) node-leader allreduce (commutative ops): reduce within each node to its leader
     (lowest rank), recursive doubling among the leaders, broadcast within each node."""
     leaders = [members[0] for members in groups]
     my_node = next(members for members in groups if ch.rank in members)

@@ -13,7 +13,7 @@ from ..errors import RmaRangeError, RmaUsageError
 
 
 def nway_distances(size: int, n: int) -> list[list[int]]:
-    """Peer distances of the n-way dissemination barrier (seed 003), one list per round.
+    """Peer distances of the n-way dissemination barrier (Hoefler et al., 2006), one list per round.
 
     In round ``r`` rank ``p`` signals ``p + i·(n+1)^r`` and waits for ``p − i·(n+1)^r``
     (mod ``size``) for ``i = 1..n``; a distance ``≥ size`` would only repeat news and is left

@@ -7,7 +7,7 @@ serves validation (the names), selection (:func:`choose`) and dispatch (``table[
 Choosing, when the caller does not say: node-leader algorithms are not in the model — it has one
 latency for every pair — so ``"hierarchical"`` wins by rule whenever it is eligible: the node map
 is known (``nodes=`` given, or discovered by an earlier explicit ``algorithm="hierarchical"``
-call) and has at least two nodes, one of which holds two or more ranks, which is when seed 000's
+call) and has at least two nodes, one of which holds two or more ranks, which is when Mamidala's (2008)
 hierarchy saves inter-node messages.  Otherwise the cheapest eligible algorithm with a cost wins
 (ties go to the first listed); algorithms without a cost run only on request.
 

@@ -1,4 +1,4 @@
-"""Cluster topology and topology-/speed-aware broadcast trees (seeds 004 and 000).
+"""Cluster topology and topology-/speed-aware broadcast trees (Subramoni et al. (2011) and Mamidala (2008)).
 
 Pure and free of I/O: a :class:`Topology` says where each rank runs (its node, each node's switch)
 and how fast the links are; :func:`build_bcast_tree` turns it into a broadcast tree that a
@@ -7,13 +7,13 @@ collective walks, and :func:`count_inter_switch_edges` measures how much of a tr
 A tree is a ``dict[int, list[int]]``: every rank of the tree is a key, mapped to its children in the
 order the parent should send to them (largest subtree first).  Leaves map to ``[]``.
 
-The aware tree is hierarchical (seed 000's node leaders, one level up for switches): the root sends
+The aware tree is hierarchical (Mamidala's (2008) node leaders, one level up for switches): the root sends
 to one leader per other switch, each switch leader to one leader per node of its switch, each node
 leader to the other ranks of its node.  Every level is a binomial tree, so the depth stays
 logarithmic, and the tree crosses between switches exactly ``switches - 1`` times — the fewest
 possible.  Within a level the positions that forward the most (largest subtrees) go to the fastest
-links and the slowest links end up at leaves (seed 004's speed-aware mapping: the critical part of the
-tree gets the fastest links).
+links and the slowest links end up at leaves (the speed-aware mapping of Subramoni et al. 2011:
+the critical part of the tree gets the fastest links).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class TreeCosts:
     the data at ``t + overhead + latency + nbytes / bottleneck speed`` (``latency_node`` on one
     node, ``latency_switch`` within a leaf switch, ``latency_inter_switch`` across the spine;
     include the receiver's own overhead in them).  ``bandwidth`` stands for links whose speed the
-    topology does not give.  Defaults follow seed 004's Table II (1.57 µs within a leaf switch,
+    topology does not give.  Defaults follow Subramoni et al.'s (2011) Table II (1.57 µs within a leaf switch,
     2.45 µs across the spine); a transport calibrates its own (see :mod:`aiorma.sim.bcast_topology`).
     """
 
@@ -374,8 +374,9 @@ def build_bcast_tree(
 
 
 def hierarchical_bcast_tree(topology: Topology, root: int, ranks: Iterable[int] | None = None) -> Tree:
-    """Seed 004's mapping on a seed-000 hierarchy: root → one leader per other switch → one leader
-    per other node of that switch → the other ranks of that node, a binomial tree at each level.
+    """Subramoni et al.'s (2011) mapping on Mamidala's (2008) hierarchy: root → one leader per other
+    switch → one leader per other node of that switch → the other ranks of that node, a binomial
+    tree at each level.
     The root leads its own node and switch; elsewhere a node's leader is its lowest rank and a
     switch's leader its fastest node.  Within a level the positions with the largest subtrees go
     to the fastest links.  A leader sends to its farthest children first."""

@@ -11,7 +11,7 @@ packet announces them: someone has to look.  Two ways to notice a change:
   watcher is a wait source of :class:`aiorma.waiting.Waiter`, which re-checks it after every poll
   and spins, parks and wakes on its doorbell by the one policy of the library.
 
-Counters only grow; every check is ``memory[index] >= value`` (DESIGN §5).
+Counters only grow; every check is ``memory[index] >= value`` (rule 7, docs/semantics.md).
 """
 
 from __future__ import annotations

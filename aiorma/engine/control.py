@@ -1,7 +1,7 @@
 """The control region: the int64 words through which window engines synchronize one-sidedly.
 
 Every rank holds, beside each window, a small array of counters that its *peers* raise with
-remote atomics (seed 001 §5.7.3: the ``win_trait`` counters "the peer updates by RDMA").  A rank
+remote atomics (Zounmevo 2014, §5.7.3: the ``win_trait`` counters "the peer updates by RDMA").  A rank
 learns of a grant, a "done" or a fence by reading its own memory; no receive, no peer CPU.
 
 Layout for a window of ``P`` ranks (``s`` is the peer that writes the word, ``t`` the lock target):
@@ -19,7 +19,7 @@ word                 meaning (at the rank that holds it)                        
 ``LOCK_STATE``       ``writer << 20 | readers``: shared holders, and the writer waiting    sum
 ===================  ===================================================================  ========
 
-Max-words only grow and are compared with ``>=`` (DESIGN §5), so a write that arrives late or
+Max-words only grow and are compared with ``>=`` (rule 7, docs/semantics.md), so a write that arrives late or
 twice changes nothing.  Sum-words count events that happen exactly once each (a hand-off, a
 drain), compared with ``>=`` against the count the waiting side expects.
 """

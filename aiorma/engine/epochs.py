@@ -1,4 +1,4 @@
-"""Epoch records and the per-peer window traits (DESIGN §5)."""
+"""Epoch records and the per-peer window traits (docs/architecture.md, *The control region*)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The activation rules of seed 001 §5.6 as tables, in one place.
+"""The activation rules of Zounmevo (2014) §5.6 as tables, in one place.
 
 Rules 7–19 order *successive* epochs of one window on one process (one closed at application level
 before the next is opened).  Read with :func:`aiorma.engine.window_engine.WindowEngine._can_activate`:
@@ -6,7 +6,7 @@ before the next is opened).  Read with :func:`aiorma.engine.window_engine.Window
 * Rule 8 (serial activation): an epoch is considered only once every earlier epoch is activated.
 * Default: an epoch activates when every earlier epoch has completed, except those it overlapped at
   application level (opened while they were still open — MPI lets ``post``+``start`` and several
-  ``lock`` epochs be open together, and blocking MPI runs them together; DESIGN §4).
+  ``lock`` epochs be open together, and blocking MPI runs them together; docs/semantics.md).
 * Rules 12–17: a reorder flag lets an epoch activate while its *immediate predecessor* is active,
   for the (predecessor, epoch) kind pairs in :data:`REORDER_FLAG`, with the extra conditions in
   :data:`EXTRA_CONDITION`.

@@ -5,7 +5,7 @@ Theory of operation
 An epoch is opened by an application call (``fence``, ``post``, ``start``, ``lock``, ``lock_all``)
 and closed by another (``fence``, ``wait``/``test``, ``complete``, ``unlock``, ``unlock_all``).
 Between those two calls it is *open*: RMA calls are recorded in it.  Independently of the program,
-the engine *activates* it once the activation rules of :mod:`.rules` allow (seed 001 §5.6), and
+the engine *activates* it once the activation rules of :mod:`.rules` allow (Zounmevo 2014, §5.6), and
 *completes* it once it is closed, its RMA is remotely complete and its closing notifications are
 sent.  An epoch's phase is the pair of these two facts, and only these steps exist:
 

@@ -8,12 +8,13 @@ stands for is finished by a :class:`CompleteRequest` action carrying that token.
 Each application call first checks everything and raises :class:`EpochError` (or another usage
 error) without changing any state; only then does it act.
 
-The life of an epoch (seed 001 §5.6, DESIGN §4): *open* and *close* follow the application's calls;
-*activate* and *complete* are the engine's.  An epoch that cannot activate when opened is
-*deferred*: its RMA calls and its closing are recorded in it and replayed once it activates.
-Matching uses only the monotonic counters of :class:`PeerTrait` (DESIGN §5).
+The life of an epoch (Zounmevo 2014, §5.6; the rules in docs/semantics.md): *open* and *close*
+follow the application's calls; *activate* and *complete* are the engine's.  An epoch that cannot
+activate when opened is *deferred*: its RMA calls and its closing are recorded in it and replayed
+once it activates.
+Matching uses only the monotonic counters of :class:`PeerTrait` (rule 7, docs/semantics.md).
 
-Notifications are one-sided (seed 001 §5.7.3): a grant, a "done" or a fence notice is a
+Notifications are one-sided (Zounmevo 2014, §5.7.3): a grant, a "done" or a fence notice is a
 :class:`ControlWrite` that raises a word in the *peer's* control region (:mod:`.control`), and this
 engine learns of its peers' notifications by reading its own region, which it is handed as an
 array, when told :meth:`WindowEngine.control_changed`.  Locks are taken and released with remote

@@ -1,4 +1,4 @@
-"""Experiment ``barrier``: the n-way dissemination barrier (seed 003) at P = 2..1024, simulated.
+"""Experiment ``barrier``: the n-way dissemination barrier (Hoefler et al., 2006) at P = 2..1024, simulated.
 
 The barrier run is the library's own :func:`aiorma.collectives.barrier.nway_barrier`, on
 :class:`aiorma.sim.lite.LiteLanding` ranks (the signal half of the landing protocol).  In round ``r``

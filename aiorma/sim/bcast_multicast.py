@@ -1,4 +1,5 @@
-"""Experiment ``bcast-multicast``: seed 002's two-stage broadcast over a lossy multicast, simulated.
+"""Experiment ``bcast-multicast``: the two-stage broadcast of Hoefler, Siebert and Rehm (2007) over a
+lossy multicast, simulated.
 
 Stage 1: the root multicasts the message (payload and sequence flag in one datagram) to every
 rank; each copy is lost with probability ``loss`` (the receiver was not ready, or the fabric
@@ -31,7 +32,7 @@ from .clock import run_virtual
 from .cost import NetworkModel, NetworkParams
 from .lite import LiteFabric, LiteLanding, LiteWindow
 
-PAYLOAD_WORDS = 8  # 64-byte message, as in seed 002's small-message focus
+PAYLOAD_WORDS = 8  # 64-byte message, as in Hoefler, Siebert and Rehm's (2007) small-message focus
 
 DEFAULT_SIZES = [32, 64, 128, 256, 512, 1024]
 DEFAULT_LOSSES = [0.0, 0.01, 0.05, 0.1, 0.2, 0.5]
@@ -148,7 +149,7 @@ def plot(records: list[dict], directory: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("P (ranks)")
     ax.set_ylabel("mean completion time per rank (µs, simulated)")
-    ax.set_title("broadcast of 64 B: two-stage multicast (seed 002) vs binomial tree")
+    ax.set_title("broadcast of 64 B: two-stage multicast (Hoefler, Siebert and Rehm, 2007) vs binomial tree")
     ax.legend(fontsize=7)
     _report.save(fig, directory, "sim_bcast_multicast.png")
     plt.close(fig)

@@ -1,5 +1,5 @@
-"""Experiment ``bcast-topology``: topology-/speed-aware broadcast trees (seed 004) vs the binomial
-tree on rank order, on a simulated 64-node cluster with 4 leaf switches.
+"""Experiment ``bcast-topology``: topology-/speed-aware broadcast trees (Subramoni et al. 2011) vs
+the binomial tree on rank order, on a simulated 64-node cluster with 4 leaf switches.
 
 Each layout places the ranks differently on the nodes (block, round-robin across switches,
 scattered at random) and some make half of the node links slow.  For each layout both trees are
@@ -48,7 +48,7 @@ from .run import run_simulated
 
 NODES, SWITCHES = 64, 4
 FAST = 12.5e9  # bytes/s of a fast node link (the model's nominal G)
-SLOW = FAST / 2  # seed 004's SDR next to DDR: half the speed
+SLOW = FAST / 2  # Subramoni et al.'s (2011) SDR next to DDR: half the speed
 SETTLE = 1e-3  # simulated seconds to let start-up traffic drain before measuring
 
 DEFAULT_LAYOUTS = ["block", "round-robin", "scattered", "block-mixed", "scattered-mixed", "scattered-4ppn"]

@@ -17,8 +17,8 @@ The cost of one message of ``k`` bytes from rank ``p`` to rank ``q``, issued at 
 
 RMA operations need no receive overhead (the target CPU is not involved): a put or accumulate is
 complete at its arrival; a get or a fetching atomic when the response is back (the target's NIC
-answers at once).  A constant-cost multicast (seed 002) costs the sender ``o`` and one injection
-and reaches every other rank ``multicast_latency`` later, each copy lost with probability
+answers at once).  A constant-cost multicast (Hoefler, Siebert and Rehm 2007) costs the sender ``o``
+and one injection and reaches every other rank ``multicast_latency`` later, each copy lost with probability
 ``multicast_loss`` drawn from the model's seeded generator.
 """
 
@@ -63,8 +63,8 @@ def _probability(_instance: Any, attribute: attrs.Attribute, value: float) -> No
 class NetworkParams:
     """LogGP parameters (seconds, seconds per byte) of the simulated cluster.
 
-    Defaults are InfiniBand-like: ``L`` and ``L_inter_switch`` follow seed 004's Table II (1.57 µs
-    within a leaf switch, 2.45 µs across the spine).  ``G`` is the per-byte time of a link whose
+    Defaults are InfiniBand-like: ``L`` and ``L_inter_switch`` follow Table II of Subramoni et al. 2011
+    (1.57 µs within a leaf switch, 2.45 µs across the spine).  ``G`` is the per-byte time of a link whose
     speed the topology does not give (12.5 GB/s).
     """
 
@@ -160,7 +160,7 @@ class NetworkModel:
 
     def multicast(self, src: int, dests: Sequence[int], nbytes: int, now: float) -> list[tuple[int, float]]:
         """Book one unreliable multicast; return ``(dest, arrival)`` for the copies not lost
-        (seed 002: constant cost, whatever the group size)."""
+        (Hoefler, Siebert and Rehm (2007): constant cost, whatever the group size)."""
         p = self.params
         counters = self.counters[src]
         counters.multicasts += 1

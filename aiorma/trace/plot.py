@@ -1,4 +1,4 @@
-"""Draw the two lifetimes of every traced epoch, per rank (seed 001, Fig. 5.6).
+"""Draw the two lifetimes of every traced epoch, per rank (Zounmevo 2014, Figs 5.6).
 
 For each epoch: a thin bar from ``open`` to ``close`` (application level) above a thick bar from
 ``activate`` to ``complete`` (internal), ticks where its RMA calls were issued.  A gap between

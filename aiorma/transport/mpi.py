@@ -501,7 +501,8 @@ class MpiEndpoint:
         assert sink is not None, "attach() a sink before polling"
         active = False
         with map_transport_errors("poll"):
-            # Drives MPI progress, which MPICH's peers may need (DESIGN §6); nothing is ever
+            # Drives MPI progress, which MPICH's peers may need (docs/architecture.md, *Progress and
+            # waiting*); nothing is ever
             # sent on this communicator, so it never matches.
             self._probe_comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
             if self._pending:
