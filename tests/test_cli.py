@@ -121,3 +121,33 @@ def test_trace_plot_function_without_matplotlib_names_the_extra(tmp_path) -> Non
 
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'aiorma\[plot\]'"):
         plot([tmp_path / "trace.json"], tmp_path / "epochs.png")
+
+
+@pytest.mark.parametrize(
+    ("argv", "heading"),
+    [
+        (["barrier", "--sizes", "2,16", "--ways", "1,3"], "simulated µs"),
+        (["bcast-topology"], "aware µs"),
+        (["bcast-multicast", "--sizes", "8", "--losses", "0", "--trials", "1"], "mean µs"),
+    ],
+)
+def test_simulations_print_their_table_without_flags(
+    argv: list[str], heading: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --json needed: the results table goes to standard output (it refused to run without it)."""
+    assert sim_main(argv) == 0
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert heading in lines[0] and len(lines) >= 3, out
+
+
+@pytest.mark.parametrize("name", sorted(available()))
+def test_every_benchmark_help_says_what_it_measures_and_in_what_unit(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        bench_main([name, "--help"])
+    text = capsys.readouterr().out
+    units = ("µs", "tx/s", "MB/s", "seconds", " s ", "%")
+    assert any(unit in text for unit in units), f"bench {name} --help names no unit:\n{text}"
+    assert any(word in text for word in ("ratio", "median", "time", "throughput")), text

@@ -17,7 +17,7 @@ EXPERIMENTS = {
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: python -m aiorma.sim EXPERIMENT --json PATH [--plot DIR] [options]\n\n{__doc__}")
+        print(f"usage: python -m aiorma.sim EXPERIMENT [--json PATH] [--plot DIR] [options]\n\n{__doc__}")
         print("\nexperiments:", ", ".join(EXPERIMENTS))
         return 0
     name, rest = argv[0], argv[1:]

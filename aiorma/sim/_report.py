@@ -46,7 +46,7 @@ def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """The experiment's parser, its description the module docstring as plain text, with the
     options every experiment has."""
     p = command_parser(f"python -m aiorma.sim {prog}", description)
-    p.add_argument("--json", required=True, type=Path, metavar="PATH", help="write the records here as JSON")
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write the records here as JSON")
     p.add_argument(
         "--plot",
         type=plot_directory,
@@ -78,10 +78,30 @@ def float_list(text: str) -> list[float]:
     return values
 
 
+def print_table(columns: Sequence[tuple[str, str, str]], records: Sequence[dict]) -> None:
+    """The results on standard output, one row per record: ``columns`` are (heading, record
+    key, format spec); times (keys naming a time) are printed in µs."""
+    cells = [
+        [format(r[key] * 1e6 if "time" in key else r[key], spec) for _, key, spec in columns]
+        for r in records
+    ]
+    widths = [max(len(heading), *(len(row[i]) for row in cells)) for i, (heading, _, _) in enumerate(columns)]
+    print("  ".join(heading.rjust(w) for (heading, _, _), w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
+
+
 def write_json(
-    path: Path, experiment: str, params: NetworkParams, config: dict[str, Any], records: Sequence[dict]
+    path: Path | None,
+    experiment: str,
+    params: NetworkParams,
+    config: dict[str, Any],
+    records: Sequence[dict],
 ) -> None:
-    """Write ``{"experiment", "network", "config", "machine", "records"}`` to ``path``."""
+    """Write ``{"experiment", "network", "config", "machine", "records"}`` to ``path`` (nothing
+    when ``path`` is None: the table on standard output is the result)."""
+    if path is None:
+        return
     document = {
         "experiment": experiment,
         "network": attrs.asdict(params),

@@ -204,6 +204,18 @@ def main(argv: list[str]) -> int:
     )
     if args.plot is not None:
         plot(records, args.plot)
+    _report.print_table(
+        [
+            ("P", "P", "d"),
+            ("n", "n", "d"),
+            ("rounds", "rounds", "d"),
+            ("⌈log_{n+1} P⌉", "rounds_formula", "d"),
+            ("simulated µs", "time_sim", ".2f"),
+            ("LogP model µs", "time_model", ".2f"),
+            ("|sim - model|/model", "rel_error", ".1e"),
+        ],
+        records,
+    )
     worst = max(r["rel_error"] for r in records)
     print(
         f"[barrier] worst |sim - model| / model = {worst:.2e}; off-target records: {len(bad)}",

@@ -194,6 +194,19 @@ def main(argv: list[str]) -> int:
     )
     if args.plot is not None:
         plot(records, args.plot)
+    _report.print_table(
+        [
+            ("algorithm", "algorithm", ""),
+            ("P", "P", "d"),
+            ("loss", "loss", "g"),
+            ("trials", "trials", "d"),
+            ("mean µs", "mean_time", ".2f"),
+            ("mean of max µs", "mean_max_time", ".2f"),
+            ("max µs", "max_time", ".2f"),
+            ("lost copies", "lost_fraction", ".3f"),
+        ],
+        records,
+    )
     small, large = min(args.sizes), max(args.sizes)
     for loss in args.losses:
         a = next(

@@ -307,10 +307,17 @@ def main(argv: list[str]) -> int:
     _report.write_json(args.json, "bcast-topology", params, config, records)
     if args.plot is not None:
         plot(records, args.plot)
-    for r in records:
-        edges = f"edges {r['default_inter_switch_edges']:>3} → {r['aware_inter_switch_edges']:>2}"
-        times = f"time {r['default_time'] * 1e6:8.2f} → {r['aware_time'] * 1e6:8.2f} µs"
-        print(f"[bcast-topology] {r['layout']:>16} {r['nbytes']:>6} B: {edges}, {times}", file=sys.stderr)
+    _report.print_table(
+        [
+            ("layout", "layout", ""),
+            ("bytes", "nbytes", "d"),
+            ("binomial inter-switch edges", "default_inter_switch_edges", "d"),
+            ("aware", "aware_inter_switch_edges", "d"),
+            ("binomial µs", "default_time", ".2f"),
+            ("aware µs", "aware_time", ".2f"),
+        ],
+        records,
+    )
     if not all(r["all_ranks_correct"] for r in records):
         print("[bcast-topology] ERROR: some rank did not end with the root's data", file=sys.stderr)
         return 1
