@@ -49,6 +49,16 @@ class Comm:
 
     Window creation and ``free`` are collective: every rank makes the same calls in the same order,
     as in MPI.  Obtain a Comm from :func:`aiorma.connect` (or :func:`aiorma.run`).
+
+    The collectives (:meth:`barrier`, :meth:`bcast`, :meth:`reduce`, :meth:`allreduce`,
+    :meth:`allgather`, :meth:`gather`, :meth:`scatter`, :meth:`alltoall`) are collective over the
+    Comm — every rank calls them, in the same order — and run on RMA windows (docs/collectives.md).
+    Each takes effect at the call and returns a :class:`~aiorma.Request` that completes when this
+    rank's part is done: its receive buffer is filled and its send buffer may be reused.  Any
+    number may be in flight.  Buffers are numpy arrays (or mpi4py buffer specs), ``recv`` holding
+    ``size`` blocks where MPI's would; a wrong buffer, op, root or algorithm raises an
+    :class:`~aiorma.RmaUsageError` subclass at the call, on the calling rank, and changes nothing.
+    A rank that failed fails the collectives waiting on it with :class:`~aiorma.PeerFailed`.
     """
 
     def __init__(self, endpoint: Endpoint) -> None:
@@ -88,8 +98,11 @@ class Comm:
         return self._collectives
 
     async def win_create(self, buf: np.ndarray, info: Info | Mapping[str, object] | None = None) -> Window:
-        """Expose the caller's array ``buf`` (any shape, C-contiguous, writeable).  ``disp``
-        counts elements of ``buf.dtype`` in C order.  The array stays the caller's after free."""
+        """Collective: expose the caller's array ``buf`` (any shape, C-contiguous, writeable) as a
+        :class:`~aiorma.Window`, returned once every rank has created it.  ``disp`` counts
+        elements of ``buf.dtype`` in C order.  The array stays the caller's after free.  Raises
+        :class:`~aiorma.RmaTypeError` for anything but such an array (or dtypes that differ
+        between ranks)."""
         self._check_open()
         if not isinstance(buf, np.ndarray):
             raise RmaTypeError(f"win_create needs a numpy array, not {type(buf).__name__}")

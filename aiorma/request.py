@@ -77,7 +77,8 @@ class Request:
         return self._future is None or self._future.done()
 
     def test(self) -> bool:
-        """Drive progress once, then report :meth:`done`."""
+        """MPI_Test: drive progress once (the rank's transport and engines), then report
+        :meth:`done`.  Never waits."""
         future = self._future
         if future is None:
             return True
@@ -86,6 +87,9 @@ class Request:
         return future.done()
 
     def result(self) -> Any:
+        """The operation's value once done: the result array for get-like RMA calls, ``None``
+        otherwise.  Raises the operation's error, or :class:`asyncio.InvalidStateError` before
+        completion."""
         if self._future is not None:
             return self._future.result()
         if self._error is not None:
@@ -93,9 +97,12 @@ class Request:
         return self._value
 
     def exception(self) -> BaseException | None:
+        """The operation's error once done (None if it succeeded)."""
         return self._future.exception() if self._future is not None else self._error
 
     def add_done_callback(self, callback: Callable[[Request], None]) -> None:
+        """Call ``callback(request)`` on the event loop once the operation completes (soon, if
+        it has)."""
         if self._future is None:
             asyncio.get_running_loop().call_soon(callback, self)
         else:

@@ -30,9 +30,20 @@ class Window:
     """Memory exposed by every rank of a :class:`~aiorma.Comm` for one-sided access.
 
     Created by :meth:`Comm.win_create` / :meth:`Comm.win_allocate`.  ``disp`` in RMA calls counts
-    elements of :attr:`dtype`.  Synchronization calls follow MPI's names; each returns a
-    :class:`Request` whose completion is documented per call.  RMA Requests complete at *local*
-    completion (origin buffer reusable, result buffer filled), as MPI's request-based R* calls.
+    elements of :attr:`dtype`.  Synchronization calls follow MPI's names; each takes effect when
+    called and returns a :class:`Request` whose completion is documented per call (awaiting it is
+    the blocking form).  RMA Requests complete at *local* completion (origin buffer reusable,
+    result buffer filled), as MPI's request-based R* calls; remote completion comes with the
+    epoch's closing call or a flush.  Only :meth:`free` (and window creation) is collective.
+
+    Every call refuses bad input at the call, changing nothing, with an
+    :class:`~aiorma.RmaUsageError` subclass: :class:`~aiorma.EpochError` for a call the epoch
+    rules forbid (RMA outside an epoch covering the target, unlock without lock, ...),
+    :class:`~aiorma.RmaRangeError` for a rank or displacement out of range,
+    :class:`~aiorma.RmaTypeError` for a buffer or value of the wrong dtype, shape or size, or an
+    op the dtype does not support (docs/datatypes.md); :class:`~aiorma.WindowFreedError` after
+    :meth:`free`, :class:`~aiorma.CommClosedError` after the Comm closed.  A window that failed
+    (a peer, the transport) raises that :class:`~aiorma.RmaFailure` from every call and Request.
     """
 
     def __init__(
@@ -62,14 +73,17 @@ class Window:
 
     @property
     def win_id(self) -> int:
+        """The window's number in its Comm (application windows count from 1)."""
         return self._engine.win_id
 
     @property
     def rank(self) -> int:
+        """This rank's number in the window's group (its Comm's rank)."""
         return self._engine.rank
 
     @property
     def size(self) -> int:
+        """The number of ranks in the window's group."""
         return self._engine.size
 
     @property
@@ -210,10 +224,13 @@ class Window:
         return self._call(self._engine.flush(rank), what)
 
     def flush_all(self) -> Request:
+        """:meth:`flush` towards every target of the open lock and lock_all epochs.  Completes
+        when the RMA issued so far to each of them is complete there."""
         self._check_open()
         return self._call(self._engine.flush_all(), "flush_all")
 
     def flush_local_all(self) -> Request:
+        """:meth:`flush_local` towards every target of the open lock and lock_all epochs."""
         self._check_open()
         return self._call(self._engine.flush_all(), "flush_local_all")
 
@@ -230,7 +247,10 @@ class Window:
     # ---------------------------------------------------------------------------- RMA
 
     def put(self, origin: Any, target: int, disp: int = 0) -> Request:
-        """Write ``origin`` into ``target``'s window at ``disp``."""
+        """Write ``origin`` (an array of the window's dtype, or values that fit it) into
+        ``target``'s window at element ``disp``, inside an access epoch covering ``target``.
+        Returns a Request that completes at local completion: ``origin`` may be reused; the
+        data is in the target's memory once the epoch's closing call or a flush completes."""
         if self._plain(origin, target, disp):
             self._check_open()
             return self._rma(RmaOp(RmaKind.PUT, target, disp, origin), "put")
@@ -274,7 +294,9 @@ class Window:
     def fetch_and_op(
         self, origin: Any, result: np.ndarray, target: int, disp: int = 0, op: Op = Op.SUM
     ) -> Request:
-        """Single-element get_accumulate (MPI_Fetch_and_op)."""
+        """Single-element :meth:`get_accumulate` (MPI_Fetch_and_op): ``result`` (one element)
+        receives the target's old value at ``disp``, then ``op`` combines ``origin`` (one
+        element) into it.  The Request's result is ``result``, filled when it completes."""
         operation = self._op(op, allow_no_op=True)
         data = self._single(self._origin(origin), "origin")
         result, out = self._result(result)
