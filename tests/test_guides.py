@@ -51,3 +51,17 @@ def test_double_buffer_mpi() -> None:
         "rank 0: 200 steps read intact",
         "rank 1: 200 steps read intact",
     ]
+
+
+@pytest.mark.timeout(90)
+def test_collectives_tour_local() -> None:
+    out = run_local("collectives_tour.py", "--local", "3")
+    expected = [f"rank {r}: allreduce 3, allgather, bcast, alltoall verified" for r in range(3)]
+    assert out.splitlines() == expected
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_collectives_tour_mpi() -> None:
+    out = run_mpi(EXAMPLES / "collectives_tour.py", 2, timeout=80).stdout
+    assert len(re.findall(r"rank \d: allreduce 1, allgather, bcast, alltoall verified", out)) == 2, out
