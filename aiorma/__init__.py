@@ -49,7 +49,7 @@ from .errors import (
 )
 from .info import Info
 from .progress import progress
-from .request import Request
+from .request import EpochRequest, Request
 from .runtime import run
 from .session import connect, connect_local
 from .window import Window
@@ -90,6 +90,7 @@ __all__ = [
     "Op",
     "PeerFailed",
     "Request",
+    "EpochRequest",
     "RmaError",
     "RmaFailure",
     "RmaMemoryError",

@@ -136,6 +136,41 @@ class Request:
         return f"<Request {self.description} {state}>"
 
 
+class EpochRequest(Request):
+    """The Request of a call that opens an epoch (``lock``, ``lock_all``, ``start``, ``post``),
+    usable as an async context manager for the whole epoch::
+
+        async with win.lock(rank, aiorma.LOCK_EXCLUSIVE):
+            win.put(data, rank, 0)
+        # unlocked here, and the epoch is complete (the put is in rank's memory)
+
+    Entering awaits the opening (the lock granted, the exposure granted).  Leaving makes the
+    matching closing call (``unlock``, ``unlock_all``, ``complete``, ``wait``) and awaits its
+    Request, so the block ends with the epoch complete.  An exception inside the block still closes
+    the epoch, then propagates.  A cancelled block (``asyncio.timeout``) closes the epoch too — the
+    closing call takes effect at once — and awaits its completion unless cancelled again, in which
+    case the epoch completes in the background.  Without ``async with`` it is the plain Request of
+    the opening call.
+    """
+
+    __slots__ = ("_close",)
+
+    def __init__(self, opened: Request, close: Callable[[], Request]) -> None:
+        super().__init__(opened._future, opened._progress, opened.description, opened._wait_inline)
+        self._value = opened._value
+        self._error = opened._error
+        self._close = close
+
+    async def __aenter__(self) -> EpochRequest:
+        await self
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        await self._close()
+
+
 def completed_request(value: Any = None, description: str = "") -> Request:
     """A Request that is already finished (for calls with nothing left to wait for)."""
     return Request.finished(value, None, description)

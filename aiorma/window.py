@@ -22,7 +22,7 @@ from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype
 from .progress import ProgressDriver
-from .request import Request
+from .request import EpochRequest, Request
 from .transport.base import Endpoint, RmaKind, RmaOp
 
 
@@ -107,8 +107,12 @@ class Window:
                 return self._call(token, "fence")
         return self._call(self._engine.fence(assertion), "fence")
 
-    def post(self, group: Iterable[int], assertion: int = 0) -> Request:
-        """Expose this window to ``group``.  Completes when the exposure is granted."""
+    def post(self, group: Iterable[int], assertion: int = 0) -> EpochRequest:
+        """Expose this window to ``group`` (a list of ranks).  Completes when the exposure is
+        granted.  ``async with win.post(group):`` closes it with :meth:`wait` on the way out."""
+        return EpochRequest(self._post(group, assertion), self.wait)
+
+    def _post(self, group: Iterable[int], assertion: int) -> Request:
         self._check_open()
         thin = self._thin
         if thin is not None and type(assertion) is int:  # (the general path checks other values)
@@ -119,9 +123,13 @@ class Window:
                 return self._call(token, "post")
         return self._call(self._engine.post(group, assertion), "post")
 
-    def start(self, group: Iterable[int], assertion: int = 0) -> Request:
-        """Begin an access epoch to ``group``.  Completes when every target has granted it (or,
-        for an epoch without RMA calls that finished before its grants arrived, with the epoch)."""
+    def start(self, group: Iterable[int], assertion: int = 0) -> EpochRequest:
+        """Begin an access epoch to ``group`` (a list of ranks).  Completes when every target has
+        granted it (or, for an epoch without RMA calls that finished before its grants arrived,
+        with the epoch).  ``async with win.start(group):`` closes it with :meth:`complete`."""
+        return EpochRequest(self._start(group, assertion), self.complete)
+
+    def _start(self, group: Iterable[int], assertion: int) -> Request:
         self._check_open()
         thin = self._thin
         if thin is not None and type(assertion) is int:
@@ -167,8 +175,12 @@ class Window:
 
     # ------------------------------------------------------------ passive target sync
 
-    def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> Request:
-        """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired."""
+    def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> EpochRequest:
+        """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired.
+        ``async with win.lock(rank, type):`` closes it with :meth:`unlock` on the way out."""
+        return EpochRequest(self._lock(rank, lock_type, assertion), lambda: self.unlock(rank))
+
+    def _lock(self, rank: int, lock_type: LockType, assertion: int) -> Request:
         self._check_open()
         thin = self._thin
         if (
@@ -198,10 +210,11 @@ class Window:
                 return self._call(token, "unlock")
         return self._call(self._engine.unlock(rank), "unlock")
 
-    def lock_all(self, assertion: int = 0) -> Request:
-        """Shared lock on every rank.  Completes when every rank has granted it."""
+    def lock_all(self, assertion: int = 0) -> EpochRequest:
+        """Shared lock on every rank.  Completes when every rank has granted it.
+        ``async with win.lock_all():`` closes it with :meth:`unlock_all` on the way out."""
         self._check_open()
-        return self._call(self._engine.lock_all(assertion), "lock_all")
+        return EpochRequest(self._call(self._engine.lock_all(assertion), "lock_all"), self.unlock_all)
 
     def unlock_all(self) -> Request:
         """End the lock_all epoch.  Completes when its RMA is complete everywhere."""

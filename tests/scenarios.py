@@ -250,6 +250,27 @@ async def several_locks_held_at_once(comm: aiorma.Comm) -> None:
     await win.free()
 
 
+@scenario(min_size=2)
+async def epochs_as_async_with_blocks(comm: aiorma.Comm) -> None:
+    """``async with`` for lock, lock_all, post and start: each block ends with its epoch closed
+    and complete, so the data is in place right after it."""
+    left, right = _neighbours(comm)
+    win = await comm.win_allocate(3 * comm.size, np.int64)
+    async with win.lock(right, aiorma.LOCK_EXCLUSIVE):
+        win.put(np.array([comm.rank + 1]), right, comm.rank)
+    async with win.lock_all():
+        win.put(np.array([comm.rank + 1]), right, comm.size + comm.rank)
+    await comm.barrier()
+    group_out, group_in = [right], [left]
+    async with win.post(group_in), win.start(group_out):
+        win.put(np.array([comm.rank + 1]), right, 2 * comm.size + comm.rank)
+    assert win.engine.open_epochs() == []
+    await comm.barrier()  # every rank's passive puts are in (the GATS one is, by its wait)
+    for block in range(3):
+        assert win.memory[block * comm.size + left] == left + 1, (block, win.memory.tolist())
+    await win.free()
+
+
 @scenario()
 async def passive_flush_family(comm: aiorma.Comm) -> None:
     """flush / flush_local / flush_all / flush_local_all inside lock_all; gets see puts flushed

@@ -1,4 +1,4 @@
-"""aiorma's public names: exactly the intended set (DESIGN §3), each resolving to the right object."""
+"""aiorma's public names: exactly the intended set, each resolving to the right object."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from aiorma import constants, errors
 
 PUBLIC = {
     # entry points and objects
-    "run", "connect", "connect_local", "progress", "Comm", "Window", "Request", "Info",
+    "run", "connect", "connect_local", "progress", "Comm", "Window", "Request", "EpochRequest", "Info",
     # assertions
     "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT", "MODE_NOPRECEDE", "MODE_NOSUCCEED",
     # ops
