@@ -26,8 +26,9 @@ def recorded_token(result: int) -> int:
 
 
 def thin_path_enabled() -> bool:
-    """The switch: ``AIORMA_THIN=0`` in the environment turns the thin path (and inline waiting)
-    off, for tests that check both give the same results."""
+    """The switch: ``AIORMA_THIN=0`` in the environment turns the thin path (and inline waiting,
+    and the MPI transport's off-node puts and inline atomics) off, for tests that check both give
+    the same results."""
     return os.environ.get("AIORMA_THIN", "1") != "0"
 
 

@@ -46,8 +46,10 @@ from mpi4py.util import dtlib
 
 from ..constants import Op
 from ..engine.control import AtomicOp
+from ..engine.thin_state import thin_path_enabled
 from ..errors import RmaTypeError, TransportError
 from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from .busy_progress import PROGRESS_THREAD_ENV, BusyProgress
 
 _T = TypeVar("_T")
 
@@ -73,6 +75,7 @@ _CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
 }
 _NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
 _RERING = 1e-3
+_NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
 # A presence word at _DEPARTED or above: that peer left aiorma by an exception (0/1: it is not
 # parked/parked).  _DEPARTED itself: it failed first; _DEPARTED + 4 * (r + 1): it left because
 # rank r had failed, so a peer that reads several notices at once still names r.
@@ -107,6 +110,7 @@ def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, bool]:
 
 @attrs.define(eq=False)
 class _Window:
+    win_id: int
     win: MPI.Win
     memory: np.ndarray
     allocated: bool
@@ -142,6 +146,12 @@ class MpiEndpoint:
         # Shared memory between ranks of one host, unless MPICH was told not to use it.
         shared = not any(os.environ.get(v, "0") not in ("", "0") for v in _NOLOCAL_VARIABLES)
         self._passive = [shared and host == here for host in hosts]
+        # Off-node fast paths, off with the thin path (AIORMA_THIN=0; the tests run both ways):
+        # puts, gets and notifications into another node's allocated memory as plain puts
+        # completed by Flush (the network delivers them without the target's CPU), and atomics
+        # into a peer that runs the progress thread made inline (_answered_by_peer).  Off, they
+        # are accumulates served by the target's progress, as before.
+        self._passive_puts = thin_path_enabled()
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
@@ -151,16 +161,28 @@ class MpiEndpoint:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: Sink | None = None
         self._windows: dict[int, _Window] = {}
-        # Request-based RMA not yet locally complete: (win_id, target) -> [(token, request, keep)].
-        self._pending: dict[tuple[int, int], list[tuple[int, MPI.Request, object]]] = {}
+        # Request-based RMA not yet complete: (win_id, target) -> [(token, request, keep, served)],
+        # ``served``: the op needs the target's progress (its request completes remotely).
+        self._pending: dict[tuple[int, int], list[tuple[int, MPI.Request, object, bool]]] = {}
+        # Off-node puts issued since the last Flush towards that target: (win_id, target).  A put
+        # into another node's allocated memory is passive (the network delivers it without the
+        # target's CPU), so a blocking ``Flush`` completes it in a network round trip.
+        self._unflushed: set[tuple[int, int]] = set()
+        # Control-window ops towards another node not yet remotely complete, per (win_id, dest):
+        # while any is in flight a ``Flush`` there would wait for the target's progress.
+        self._ctrl_inflight: dict[tuple[int, int], int] = {}
+        # The value each max-word of another node was last raised to by this rank: (win_id, dest,
+        # index) -> value (see control_write).
+        self._raised: dict[tuple[int, int, int], int] = {}
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
         self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
         self._fetch_targets: dict[int, int] = {}  # request-based fetch token -> its target
         # Request-based control fetches: (win_id, token, request, result buffer).
         self._fetches: list[tuple[int, int, MPI.Request, np.ndarray]] = []
-        # Request-based control writes towards peers that need progress (buffers kept alive).
-        self._writes: list[tuple[MPI.Request, np.ndarray]] = []
+        # Request-based control writes towards peers that need progress: (request, buffers kept
+        # alive, (win_id, dest)).
+        self._writes: list[tuple[MPI.Request, object, tuple[int, int]]] = []
         self._in_threads = 0  # blocking calls running in the RMA worker
         # When each peer was last rung: a peer serving our requests by its own progress (another
         # node, win_create memory) is rung again every _RERING seconds until they complete, so
@@ -184,6 +206,11 @@ class MpiEndpoint:
         self._departed: set[int] = set()  # peers found departed
         self._failed_first: int | None = None  # the rank they name, once found
         self._departure_notice = np.zeros(1, np.int64)  # alive while its puts are in flight
+        # Atomics from another node need our MPI progress even while the loop computes without
+        # awaiting: a thread drives it then (see aiorma.transport.busy_progress).
+        self._busy: BusyProgress | None = None
+        if not all(self._passive) and os.environ.get(PROGRESS_THREAD_ENV, "1") not in ("", "0"):
+            self._busy = BusyProgress(self._probe_comm.Iprobe)
 
     def attach(self, sink: Sink) -> None:
         """Route completions to ``sink``; called once, before any window exists."""
@@ -240,7 +267,7 @@ class MpiEndpoint:
                 # issues RMA into this window.
                 self._win_comm.Barrier()
             window = _Window(
-                win, local, memory is None, datatype, owned, ctrl, control, control.tobytes(), notify
+                win_id, win, local, memory is None, datatype, owned, ctrl, control, control.tobytes(), notify
             )
             return window, tuple(c for c, _ in peers)
 
@@ -255,6 +282,9 @@ class MpiEndpoint:
         """
         # Forget it first, so no poll touches the MPI windows while the worker frees them.
         window = self._windows.pop(win_id)
+        # Unlock_all below completes the puts a Flush has not yet.
+        self._unflushed = {key for key in self._unflushed if key[0] != win_id}
+        self._raised = {word: value for word, value in self._raised.items() if word[0] != win_id}
 
         def free() -> np.ndarray | None:
             with map_transport_errors("free_window"):
@@ -281,11 +311,15 @@ class MpiEndpoint:
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         """Start ``op``; True when it is already locally complete.
 
-        Into shared, allocated memory: ``Rput``/``Rget``/... and ``Flush`` later, inline.  Into
-        memory that needs the target's progress, every op is a request whose completion means
-        *remote* completion — a put or accumulate becomes ``Rget_accumulate`` (REPLACE or the op)
-        into a scratch buffer — so that a flush is only waiting for requests, tested by the poll,
-        never a blocking ``Flush`` (no request-based form) in a thread.
+        Into allocated memory, puts and gets are ``Rput``/``Rget`` wherever the target is: on
+        this node shared memory carries them, on another the network delivers them without the
+        target's CPU (measured: an 8 B put + ``Flush`` to a peer busy outside MPI takes 4 µs
+        across two emulated nodes), so a later ``Flush`` completes them in a round trip.  Ops
+        that need the target's progress — accumulates towards another node (MPICH's
+        active-message path), anything into ``win_create`` memory — are requests whose
+        completion means *remote* completion (a put or accumulate becomes ``Rget_accumulate``,
+        REPLACE or the op, into a scratch buffer), so that a flush of them only waits for
+        requests, tested by the poll, and never blocks the loop for a peer's CPU.
         """
         window = self._windows[win_id]
         target = op.target
@@ -313,11 +347,26 @@ class MpiEndpoint:
                     return True
             except MPI.Exception as exc:
                 raise TransportError(f"issue {kind.value}: {exc}") from exc
-            self._pending.setdefault((win_id, target), []).append((token, request, op))
+            self._pending.setdefault((win_id, target), []).append((token, request, op, False))
             return False
         win, dt = window.win, window.datatype
-        inline = self._inline(window, target)
         key = (win_id, target)
+        if kind in _NETWORK_KINDS and self._passive_puts and window.allocated and not window.owns_datatype:
+            # Another node's allocated memory: passive for puts and gets (see the docstring).
+            spec = (op.disp, op.count, dt)
+            try:
+                if kind is RmaKind.PUT:
+                    request = win.Rput([op.origin, dt], target, spec)
+                    self._unflushed.add(key)
+                else:
+                    request = win.Rget([op.result, dt], target, spec)
+                if request.Test():
+                    return True
+            except MPI.Exception as exc:
+                raise TransportError(f"issue {kind.value}: {exc}") from exc
+            self._pending.setdefault(key, []).append((token, request, op, False))
+            return False
+        inline = self._inline(window, target)
         if not inline:
             self._ring(target)
         with map_transport_errors("issue", op.kind):
@@ -328,7 +377,7 @@ class MpiEndpoint:
                     win.Compare_and_swap([op.origin, dt], [op.compare, dt], [op.result, dt], target, op.disp)
                     win.Flush_local(target)
 
-                if inline:
+                if inline or self._answered_by_peer(target):
                     cas()
                     return True
                 self._thread_ops[key] = self._thread_ops.get(key, 0) + 1
@@ -361,8 +410,30 @@ class MpiEndpoint:
                 request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, _MPI_OPS[op.op])
             if request.Test():
                 return True
-        self._pending.setdefault(key, []).append((token, request, keep))
+        self._pending.setdefault(key, []).append((token, request, keep, not inline))
         return False
+
+    def _served(self, key: tuple[int, int]) -> bool:
+        """True while an op towards ``key``'s target still needs that target's progress (a
+        ``Flush`` there would wait for its CPU)."""
+        if self._thread_ops.get(key):
+            return True
+        return any(entry[3] for entry in self._pending.get(key, ()))
+
+    def _complete_network(self, window: _Window, key: tuple[int, int]) -> None:
+        """Remote completion of the passive ops towards another node's allocated memory: one
+        ``Flush`` (a network round trip; nothing left that needs the target's CPU), then their
+        requests, which it completed."""
+        if key in self._unflushed:
+            self._unflushed.discard(key)
+            with map_transport_errors("flush"):
+                window.win.Flush(key[1])
+        mine = self._pending.pop(key, None)
+        if mine:
+            with map_transport_errors("flush"):
+                MPI.Request.Waitall([request for _, request, _, _ in mine])
+            for token, _, _, _ in mine:
+                self._op_done(key[0], token)
 
     def flush(self, win_id: int, target: int, upto: int) -> bool:
         """Remote completion of every op issued so far to ``target``; True when done at once."""
@@ -373,18 +444,22 @@ class MpiEndpoint:
             try:
                 window.win.Flush(target)  # about a microsecond: shared memory
                 if mine:
-                    MPI.Request.Waitall([request for _, request, _ in mine])  # complete; releases them
+                    MPI.Request.Waitall([request for _, request, _, _ in mine])  # complete; releases them
             except MPI.Exception as exc:
                 raise TransportError(f"flush: {exc}") from exc
             if mine:
-                for token, _, _ in mine:
+                for token, _, _, _ in mine:
                     self._op_done(win_id, token)
             if window.notify:
                 self._ring(target)
             return True
         if not window.owns_datatype:
-            # Every op's request completes at remote completion: wait for them, by polling.
-            if key not in self._pending and not self._thread_ops.get(key):
+            # Ops that need the target's progress complete remotely with their requests: wait for
+            # those, by polling; the passive ones (puts and gets into allocated memory) complete
+            # with one Flush once nothing else is in flight (_flushes_due).
+            if not self._served(key):
+                if window.allocated:
+                    self._complete_network(window, key)
                 if window.notify:
                     self._ring(target)
                 return True
@@ -394,7 +469,7 @@ class MpiEndpoint:
         # A derived datatype: puts cannot be turned into accumulates; a blocking Flush, in the
         # worker thread.
         mine = self._pending.pop(key, [])
-        requests = [request for _, request, _ in mine]
+        requests = [request for _, request, _, _ in mine]
         self._ring(target)
 
         def flush() -> None:
@@ -403,7 +478,7 @@ class MpiEndpoint:
                 MPI.Request.Waitall(requests)
 
         def done(_: object) -> None:
-            for token, _, _ in mine:
+            for token, _, _, _ in mine:
                 self._op_done(win_id, token)
             if window.notify:
                 self._ring(target)
@@ -414,13 +489,13 @@ class MpiEndpoint:
         return False
 
     def _flushes_due(self) -> bool:
-        """Report the flushes whose target has no request or thread op of ours left."""
-        due = [
-            key for key in self._waiting_flushes if key not in self._pending and not self._thread_ops.get(key)
-        ]
+        """Report the flushes whose target has nothing of ours left that needs its progress."""
+        due = [key for key in self._waiting_flushes if not self._served(key)]
         for key in due:
             win_id, target = key
             window = self._windows.get(win_id)
+            if window is not None and window.allocated:
+                self._complete_network(window, key)
             for upto in self._waiting_flushes.pop(key):
                 if window is not None and window.notify:
                     self._ring(target)
@@ -431,7 +506,19 @@ class MpiEndpoint:
     # ------------------------------------------------------------------ control region
 
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
-        """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``."""
+        """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``.
+
+        A max-word has one writer, this rank (the contract of :meth:`Endpoint.control_write`), so
+        towards another node it is raised by a plain put of the new value, completed by a
+        ``Flush`` before the call returns: the network delivers it without ``dest``'s CPU, and
+        since each such put is remotely complete before the next one is issued, a later value
+        can never be overtaken by an earlier one.  A value not above the last one this rank
+        raised the word to is not sent at all: a put would lower the word, where a max changes
+        nothing.  That ``Flush`` must not wait for an op
+        of ours that needs ``dest``'s progress, so while one is in flight on the control window
+        (a lock atomic), the write goes the same way those do: an accumulate (``Rget_accumulate``,
+        whose completion is remote completion) served by ``dest``'s progress.
+        """
         window = self._windows[win_id]
         with map_transport_errors("control write"):
             if self._passive[dest]:
@@ -440,19 +527,57 @@ class MpiEndpoint:
                 # Shared memory: MPICH applies it in the call; Flush_local releases the buffer.
                 window.ctrl.Accumulate(buf, dest, index, _CONTROL_OPS[op])
                 window.ctrl.Flush_local(dest)
+            elif op is AtomicOp.MAX and self._passive_puts:
+                word = (win_id, dest, index)
+                if value <= self._raised.get(word, -1):
+                    return  # the word holds this value already, or will
+                self._raised[word] = value
+                if self._ctrl_inflight.get((win_id, dest)):
+                    self._control_accumulate(window, dest, index, op, value)
+                else:
+                    buf = self._word_buffers[0]
+                    buf[0] = value
+                    window.ctrl.Put(buf, dest, index)
+                    window.ctrl.Flush(dest)  # a round trip: nothing in flight needs dest's CPU
             else:
-                buf = np.array([value], np.int64)
-                request = window.ctrl.Raccumulate(
-                    [buf, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
-                )
-                if not request.Test():
-                    self._writes.append((request, buf))
+                self._control_accumulate(window, dest, index, op, value)
         if dest != self.rank:
             self._ring(dest)
 
+    def _control_accumulate(self, window: _Window, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        """``op`` on another node's control word, served by its progress: ``Rget_accumulate``,
+        whose completion (tested by the poll) is remote completion."""
+        buf = np.array([value], np.int64)
+        scratch = np.empty(1, np.int64)
+        request = window.ctrl.Rget_accumulate(
+            [buf, MPI.INT64_T], [scratch, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
+        )
+        key = (window.win_id, dest)
+        self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
+        self._writes.append((request, (buf, scratch), key))
+
+    def _ctrl_landed(self, key: tuple[int, int]) -> None:
+        """A control-window op towards another node is remotely complete."""
+        left = self._ctrl_inflight[key] - 1
+        if left:
+            self._ctrl_inflight[key] = left
+        else:
+            del self._ctrl_inflight[key]
+
     def atomics_inline(self, dest: int) -> bool:
-        """Control regions are allocated memory: atomics into a peer that shares ours are inline."""
-        return self._passive[dest]
+        """Control regions are allocated memory: atomics into a peer that shares ours are inline;
+        into a peer on another node too while the peers run their progress thread, which bounds
+        how long one can take (see :meth:`_answered_by_peer`)."""
+        return self._passive[dest] or self._answered_by_peer(dest)
+
+    def _answered_by_peer(self, dest: int) -> bool:
+        """True when an atomic into ``dest`` may block the loop: ``dest`` is on another node and
+        serves atomics within a bound even while its loop computes (its progress thread, which
+        runs wherever this one does: every rank with a peer on another node).  Blocking there
+        costs a network round trip while ``dest`` awaits, at most the thread's bound while it
+        computes (aiorma.transport.busy_progress) — shorter than the round trips through this
+        rank's worker thread or event loop that a request-based atomic costs."""
+        return self._passive_puts and self._busy is not None and not self._passive[dest]
 
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
@@ -460,8 +585,12 @@ class MpiEndpoint:
         """An atomic with a result on ``dest``'s control word ``index``: the old value now (shared
         memory), or None and ``sink.fetched`` later."""
         ctrl = self._windows[win_id].ctrl
-        if self._passive[dest]:
-            # Inline, about a microsecond: the endpoint's own buffers are free again on return.
+        answered = self._answered_by_peer(dest)
+        if answered:
+            self._ring(dest)  # a parked peer serves it at once instead of at its thread's next look
+        if self._passive[dest] or answered:
+            # Inline: about a microsecond into shared memory, a round trip to another node; the
+            # endpoint's own buffers are free again on return.
             origin, result, expected = self._word_buffers
             origin[0] = value
             try:
@@ -477,6 +606,7 @@ class MpiEndpoint:
         origin = np.array([value], np.int64)
         result = np.zeros(1, np.int64)
         self._ring(dest)
+        key = (win_id, dest)
         with map_transport_errors("control fetch"):
             if op is AtomicOp.CAS:
                 expected = np.array([compare], np.int64)
@@ -485,9 +615,15 @@ class MpiEndpoint:
                     ctrl.Compare_and_swap(origin, expected, result, dest, index)
                     ctrl.Flush_local(dest)
 
-                self._in_thread(cas, lambda _: self._fetched(win_id, token, result))
+                def swapped(_: object) -> None:
+                    self._ctrl_landed(key)
+                    self._fetched(win_id, token, result)
+
+                self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
+                self._in_thread(cas, swapped)
                 return None
             request = ctrl.Rget_accumulate(origin, result, dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op])
+        self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
         self._fetches.append((win_id, token, request, result))
         self._fetch_targets[token] = dest
         return None
@@ -499,6 +635,8 @@ class MpiEndpoint:
         anything was reported."""
         sink = self._sink
         assert sink is not None, "attach() a sink before polling"
+        if self._busy is not None:
+            self._busy.polled_at = time.monotonic()
         active = False
         with map_transport_errors("poll"):
             # Drives MPI progress, which MPICH's peers may need (docs/architecture.md, *Progress and
@@ -514,7 +652,7 @@ class MpiEndpoint:
             if self._fetches:
                 active |= self._test_fetches()
             if self._writes:
-                self._writes = [(r, b) for r, b in self._writes if not r.Test()]
+                self._test_writes()
             self._presence_win.Sync()
             presence = self._presence.tobytes()
             if presence != self._presence_seen:  # a peer parked, woke, or left
@@ -573,7 +711,8 @@ class MpiEndpoint:
     def _ring_servers(self) -> None:
         """Ring again, every _RERING seconds, the peers whose progress our requests wait for."""
         now = time.monotonic()
-        servers = {target for _, target in self._pending} | {target for _, target in self._waiting_flushes}
+        servers = {target for key in self._pending if self._served(key) for target in key[1:]}
+        servers |= {target for _, target in self._waiting_flushes}
         servers |= {self._fetch_targets.get(token, -1) for _, token, _, _ in self._fetches}
         for target in servers:
             if target >= 0 and not self._passive[target] and now - self._rung_at[target] > _RERING:
@@ -602,9 +741,18 @@ class MpiEndpoint:
             return False
         self._fetches = [entry for entry in self._fetches if entry not in done]
         for win_id, token, _request, result in done:
-            self._fetch_targets.pop(token, None)
+            self._ctrl_landed((win_id, self._fetch_targets.pop(token)))
             self._fetched(win_id, token, result)
         return True
+
+    def _test_writes(self) -> None:
+        left = []
+        for entry in self._writes:
+            if entry[0].Test():
+                self._ctrl_landed(entry[2])
+            else:
+                left.append(entry)
+        self._writes = left
 
     def doorbell(self) -> int | None:
         return self._doorbell.fileno() if self._doorbell is not None else None
@@ -689,10 +837,11 @@ class MpiEndpoint:
         if self._closed:
             return
         self._closed = True
+        self._stop_busy()  # before the collective below frees the communicator it probes
         windows = [self._windows.pop(win_id) for win_id in sorted(self._windows)]
-        pending = [request for ops in self._pending.values() for _token, request, _keep in ops]
+        pending = [request for ops in self._pending.values() for _token, request, _keep, _served in ops]
         pending += [request for _w, _t, request, _buffer in self._fetches]
-        pending += [request for request, _buffer in self._writes]
+        pending += [request for request, _buffers, _key in self._writes]
         self._pending.clear()
         self._fetches.clear()
         self._writes.clear()
@@ -726,8 +875,14 @@ class MpiEndpoint:
             self._announce_departure()
         self._stop()
 
+    def _stop_busy(self) -> None:
+        if self._busy is not None:
+            self._busy.stop()
+            self._busy = None
+
     def _stop(self) -> None:
         self._closed = True
+        self._stop_busy()
         self._collectives.shutdown(wait=False, cancel_futures=True)
         self._blocking.shutdown(wait=False, cancel_futures=True)
         self._bells = [None] * self.size  # nothing rings any more

@@ -1,7 +1,8 @@
 """Truly passive target, run on every rank by tests/test_passive_target_mpi.py.
 
 Rank 0 busy-loops in pure Python — never awaiting, never calling ``aiorma.progress()`` — until
-its own window memory shows ``TOTAL`` updates (giving up after 30 s).  Every other rank runs
+its own window memory shows ``TOTAL`` updates (giving up after ``GIVE_UP`` seconds; both can be
+given as arguments: ``passive_target.py [TOTAL [GIVE_UP]]``).  Every other rank runs
 exclusive lock / accumulate / unlock epochs into it (awaited: the blocking form) until its share
 of ``TOTAL`` is done.  Each rank writes its result (write_rank_result: mpiexec interleaves the
 ranks' stdout): the target what it saw and the final count, an origin how long its epochs took.
@@ -18,7 +19,8 @@ import numpy as np
 import aiorma
 from tests.mpi_harness import write_rank_result
 
-TOTAL = 1000
+TOTAL = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+GIVE_UP = float(sys.argv[2]) if len(sys.argv) > 2 else 30.0
 
 
 async def main(comm: aiorma.Comm) -> None:
@@ -27,7 +29,7 @@ async def main(comm: aiorma.Comm) -> None:
     if comm.rank == 0:
         started = time.perf_counter()
         memory = win.memory
-        while memory[0] < TOTAL and time.perf_counter() - started < 30:
+        while memory[0] < TOTAL and time.perf_counter() - started < GIVE_UP:
             pass  # pure Python: no await, no aiorma call
         report = {"rank": 0, "seen": int(memory[0]), "busy_s": time.perf_counter() - started}
     else:
