@@ -192,9 +192,10 @@ class MpiEndpoint:
         self._word_buffers = tuple(np.zeros(1, np.int64) for _ in range(3))
         self._closed = False
         self._doorbell, self._bells = _open_doorbells(self._probe_comm, hosts)
-        # Presence words: presence[r] = 1 while peer r is parked (written by r, one-sidedly, only
-        # for peers that share our memory).  A ring to a peer that is not parked is skipped: it is
-        # polling anyway, and a ring costs a system call on both sides.
+        # Presence words: presence[r] = 1 while peer r is parked (written by r, one-sidedly; by a
+        # peer on another node only while the off-node paths are on, see parking()).  A ring to a
+        # peer that is not parked is skipped: it is polling anyway, and a ring costs a system
+        # call on both sides.
         with map_transport_errors("MpiEndpoint start-up"):
             self._presence_win = MPI.Win.Allocate(8 * self.size, 8, comm=self._probe_comm)
             self._presence = np.frombuffer(self._presence_win.tomemory(), np.int64)[: self.size]
@@ -758,10 +759,12 @@ class MpiEndpoint:
         return self._doorbell.fileno() if self._doorbell is not None else None
 
     def parking(self, parked: bool) -> None:
-        """Tell the peers that share our memory whether we are parked (so they ring us), and
-        after a park empty the doorbell.  The waiter polls once more after ``parking(True)``
-        before it sleeps: a peer that raised our word before seeing the flag is found by that
-        poll, one that saw the flag rings (Dekker's handshake, over atomics into shared memory)."""
+        """Tell the peers whether we are parked (so they ring us), and after a park empty the
+        doorbell.  The waiter polls once more after ``parking(True)`` before it sleeps: a peer
+        that raised our word before seeing the flag is found by that poll, one that saw the flag
+        rings (Dekker's handshake: the flag is in the peer's memory before our last poll, the
+        peer's write in ours before it reads the flag).  Peers on this node get the flag by an
+        atomic into shared memory, peers on other nodes by a put + ``Flush`` (passive there)."""
         if parked == self._parked:
             return
         self._parked = parked
@@ -769,8 +772,13 @@ class MpiEndpoint:
         flag[0] = int(parked)
         with map_transport_errors("presence"):
             for peer, passive in enumerate(self._passive):
-                if passive and peer != self.rank:
+                if peer == self.rank:
+                    continue
+                if passive:
                     self._presence_win.Accumulate(flag, peer, self.rank, MPI.REPLACE)
+                    self._presence_win.Flush(peer)
+                elif self._passive_puts:
+                    self._presence_win.Put(flag, peer, self.rank)
                     self._presence_win.Flush(peer)
         if not parked and self._doorbell is not None:
             # Rings carry no data (a stray datagram costs a spurious wake-up): empty the socket so
@@ -822,8 +830,13 @@ class MpiEndpoint:
         future.add_done_callback(finished)
 
     def _ring(self, dest: int) -> None:
+        """Ring ``dest`` if it is parked.  Every peer announces its parks in our presence words
+        (see :meth:`parking`), except a peer on another node when the off-node paths are off:
+        that one is always rung."""
         address = self._bells[dest]
-        if address is not None and (self._presence[dest] or not self._passive[dest]):
+        if address is not None and (
+            self._presence[dest] or not (self._passive[dest] or self._passive_puts)
+        ):
             self._rung_at[dest] = time.monotonic()
             # A full socket buffer means unread rings are already waiting; a refused or dropped
             # datagram costs the peer a guard poll, never correctness.
