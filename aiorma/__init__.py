@@ -24,9 +24,12 @@ from .constants import (
     NO_OP,
     PROD,
     REPLACE,
+    SIGNAL_ADD,
+    SIGNAL_SET,
     SUM,
     LockType,
     Op,
+    SignalOp,
 )
 from .errors import (
     AlreadyConnectedError,
@@ -80,6 +83,9 @@ __all__ = [
     "NO_OP",
     "PROD",
     "REPLACE",
+    "SIGNAL_ADD",
+    "SIGNAL_SET",
+    "SignalOp",
     "SUM",
     "Comm",
     "CommClosedError",

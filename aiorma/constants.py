@@ -43,3 +43,14 @@ SUM, PROD, MIN, MAX = Op.SUM, Op.PROD, Op.MIN, Op.MAX
 BAND, BOR, BXOR = Op.BAND, Op.BOR, Op.BXOR
 LAND, LOR, LXOR = Op.LAND, Op.LOR, Op.LXOR
 REPLACE, NO_OP = Op.REPLACE, Op.NO_OP
+
+
+class SignalOp(enum.IntEnum):
+    """How :meth:`Window.signal` and :meth:`Window.put_signal` change the signal word, as
+    OpenSHMEM's ``SHMEM_SIGNAL_SET`` and ``SHMEM_SIGNAL_ADD``."""
+
+    SET = 1  #: store the value: a put (no atomic, no work for the target's CPU on any node)
+    ADD = 2  #: add the value atomically: an accumulate (several ranks may add to one word)
+
+
+SIGNAL_SET, SIGNAL_ADD = SignalOp.SET, SignalOp.ADD

@@ -78,7 +78,9 @@ class ProgressDriver:
         #: The thin path and inline waiting (off with AIORMA_THIN=0, for equivalence tests).
         self.thin = thin_path_enabled()
         self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
-        self._wait_inline = self.wait_inline if endpoint.polled and self.thin else None
+        #: What Requests poll inside their await with (None: suspend at once; AIORMA_THIN=0 or the
+        #: in-process transport).
+        self.inline_wait = self.wait_inline if endpoint.polled and self.thin else None
         #: Each window's thin path (absent while it is off or tracing), by window id.
         self.thin_paths: dict[int, ThinPath] = {}
         endpoint.attach(self)
@@ -171,13 +173,13 @@ class ProgressDriver:
                 finished.clear()
                 return Request.finished(value, error, what)
             finished.clear()
-        return Request(self.watch(win_id, token, value), self.progress, what, self._wait_inline)
+        return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
 
     def issued_later(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
         """The Request of an RMA call that the engine's thin path accounted for (``token``) and
         the caller handed to the transport itself, which completes it later."""
         self.waiter.wake()
-        return Request(self.watch(win_id, token, value), self.progress, what, self._wait_inline)
+        return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
 
     def wait_inline(self, future: asyncio.Future[Any]) -> bool:
         """Poll inside the await, for a short bounded time, until ``future`` is done (True) or

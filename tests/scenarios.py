@@ -272,6 +272,30 @@ async def epochs_as_async_with_blocks(comm: aiorma.Comm) -> None:
 
 
 @scenario()
+async def notified_put_ring(comm: aiorma.Comm) -> None:
+    """Notified access: ``put_signal`` to the right neighbour, ``wait_until`` on the left one's
+    signal word — no epoch call on the target — and the data is in place once the word is seen;
+    ``SIGNAL_ADD`` from every rank into one word loses no addition."""
+    left, right = _neighbours(comm)
+    rounds = 12
+    data = await comm.win_allocate(rounds, np.float64)
+    words = await comm.win_allocate(comm.size + 1, np.int64)
+    await comm.barrier()
+    async with data.lock_all(), words.lock_all():
+        for r in range(rounds):
+            sent = data.put_signal(np.array([comm.rank + r / 100]), right, r, words, comm.rank, r + 1)
+            await words.wait_until(left, ">=", r + 1)
+            assert data.memory[r] == left + r / 100, (r, data.memory.tolist())
+            await sent  # the signal is written at ``right`` (before the epochs close)
+        await words.signal(0, comm.size, 2, aiorma.SIGNAL_ADD)
+        if comm.rank == 0:
+            await words.wait_until(comm.size, "==", 2 * comm.size)
+    await comm.barrier()
+    await data.free()
+    await words.free()
+
+
+@scenario()
 async def passive_flush_family(comm: aiorma.Comm) -> None:
     """flush / flush_local / flush_all / flush_local_all inside lock_all; gets see puts flushed
     before them; everything held (rule 5) and awaited at the end."""

@@ -92,10 +92,10 @@ def test_calls_return_requests_and_start_inside_the_call() -> None:
         await asyncio.sleep(0.01)  # both ranks registered
         if comm.rank == 0:
             peer = comms[1].collectives.landing
-            before = int(peer.watcher._memory[peer.SIG + 0])
+            before = int(peer.watcher.memory[peer.SIG + 0])
             request = comm.barrier(algorithm="dissemination")
             assert isinstance(request, aiorma.Request) and not asyncio.iscoroutine(request)
-            after = int(peer.watcher._memory[peer.SIG + 0])
+            after = int(peer.watcher.memory[peer.SIG + 0])
             await request
             return after - before
         await asyncio.sleep(0.05)

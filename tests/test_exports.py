@@ -14,6 +14,8 @@ PUBLIC = {
     "Op", "SUM", "PROD", "MIN", "MAX", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "REPLACE", "NO_OP",
     # lock types
     "LockType", "LOCK_EXCLUSIVE", "LOCK_SHARED",
+    # signal operations of notified access
+    "SignalOp", "SIGNAL_SET", "SIGNAL_ADD",
     # errors
     "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
     "CommClosedError", "RmaMemoryError", "MpiStateError", "CommunicatorError", "AlreadyConnectedError",

@@ -65,3 +65,16 @@ def test_collectives_tour_local() -> None:
 def test_collectives_tour_mpi() -> None:
     out = run_mpi(EXAMPLES / "collectives_tour.py", 2, timeout=80).stdout
     assert len(re.findall(r"rank \d: allreduce 1, allgather, bcast, alltoall verified", out)) == 2, out
+
+
+@pytest.mark.timeout(90)
+def test_notified_put_local() -> None:
+    out = run_local("notified_put.py", "--local", "2", "--items", "300")
+    assert "rank 1: consumed 300 blocks in order, sum 1435200" in out.splitlines()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_notified_put_mpi() -> None:
+    out = run_mpi(EXAMPLES / "notified_put.py", 2, timeout=80).stdout
+    assert "rank 1: consumed 2000 blocks in order, sum 63968000" in out

@@ -1,7 +1,8 @@
 """Collectives: aiorma's (built on RMA) against the MPI library's own, in the same run.
 
     python -m aiorma.bench collectives [--ranks 2,4,8] [--sizes 8,1024,65536,1048576,4194304]
-        [--collectives barrier,bcast,...] [--budget SECONDS] [--json PATH] [--plot DIR]
+        [--collectives barrier,bcast,...] [--budget SECONDS] [--emulate-nodes K] [--json PATH]
+        [--plot DIR]
 
 For every rank count the command starts itself under the mpich wheel's ``mpiexec``.  On each rank,
 for each collective and message size, it times a loop of the MPI library's blocking collective
@@ -32,7 +33,7 @@ import numpy as np
 
 from .._cli import command_parser, plot_directory
 from ._app_runs import machine
-from ._launch import find_mpiexec, under_mpiexec
+from ._launch import add_emulate_nodes_option, emulation_unavailable, mpiexec_command, under_mpiexec
 
 COLLECTIVES = ("barrier", "bcast", "reduce", "allreduce", "allgather", "gather", "scatter", "alltoall")
 DEFAULT_SIZES = (8, 1024, 65536, 1 << 20, 4 << 20)
@@ -59,6 +60,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--plot", type=plot_directory, metavar="DIR", help="write PNG plots into DIR (needs matplotlib)"
     )
+    add_emulate_nodes_option(parser)
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)  # internal: rank output
     args = parser.parse_args(argv)
     args.rank_counts = [int(x) for x in args.ranks.split(",") if x]
@@ -184,22 +186,23 @@ async def _rank_main(comm: Any, args: argparse.Namespace) -> None:
 def _launch(ranks: int, args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
-        command = [
-            find_mpiexec(),
-            "-n",
-            str(ranks),
-            sys.executable,
-            "-m",
-            "aiorma.bench.collectives",
-            "--sizes",
-            args.sizes,
-            "--collectives",
-            args.collectives,
-            "--budget",
-            str(args.budget),
-            "--worker-out",
-            str(out),
-        ]
+        command = mpiexec_command(
+            ranks,
+            [
+                sys.executable,
+                "-m",
+                "aiorma.bench.collectives",
+                "--sizes",
+                args.sizes,
+                "--collectives",
+                args.collectives,
+                "--budget",
+                str(args.budget),
+                "--worker-out",
+                str(out),
+            ],
+            args.emulate_nodes,
+        )
         print(f"[{ranks} ranks] {' '.join(command)}", file=sys.stderr, flush=True)
         env = dict(os.environ)
         repo = str(Path(__file__).resolve().parents[2])
@@ -330,6 +333,8 @@ def main(argv: list[str]) -> int:
 
         aiorma.run(_rank_main, args)
         return 0
+    if args.emulate_nodes >= 2 and (reason := emulation_unavailable()) is not None:
+        raise SystemExit(reason)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for ranks in args.rank_counts:
@@ -337,6 +342,7 @@ def main(argv: list[str]) -> int:
     result = {
         "machine": machine(),
         "command": "python -m aiorma.bench collectives " + " ".join(argv),
+        "emulate_nodes": args.emulate_nodes,
         "rows": rows,
     }
     print(table(rows))

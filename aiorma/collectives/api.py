@@ -9,6 +9,7 @@ starts (see :mod:`.select`), so that every rank chooses from the same state.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import socket
 from collections.abc import Callable, Coroutine, Sequence
@@ -22,12 +23,15 @@ from ..request import Request
 from ..world import World
 from . import select
 from . import validate as check
+from .barrier import barrier_rounds, nway_peers
+from .bcast import knomial_links, tree_bcast
 from .calibration import PINGS, measure
 from .gather import (
     bruck_allgather,
 )
 from .landing import Landing, LandingConfig
 from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
+from .reduce import recursive_doubling_allreduce
 from .reduce_ops import is_commutative
 from .runner import SerialRunner
 from .schedules import check_tree, node_groups, tree_parent_children
@@ -52,10 +56,18 @@ class Collectives:
         #: Cost-model parameters used to choose algorithms (identical on every rank).
         self.model: LogGP = DEFAULT_MPI if landing.polling else DEFAULT_LOCAL
         self.runner = SerialRunner(landing._loop)
+        driver = world.driver
+        self._wait_inline = driver.inline_wait
+        if landing.polling:
+            # After the flag watcher (added with the landing windows): a flag that arrived during
+            # an inline wait resumes the job in the same poll (SerialRunner.pump).
+            driver.waiter.add_source(self.runner.resumer)
         #: Node groups found from host names (by the first hierarchical call without ``nodes=``).
         self.host_groups: Groups | None = None
         #: Names of the algorithms that ran, most recent last (for tests and benchmarks; bounded).
         self.trace: list[str] = []
+        self._plans: dict[tuple[Any, ...], Any] = {}
+        self._plans_from: tuple[LogGP, Groups | None] | None = None
 
     @classmethod
     async def start(cls, world: World, config: LandingConfig | None = None) -> Collectives:
@@ -65,6 +77,7 @@ class Collectives:
     async def close(self) -> None:
         """Collective: finish every queued collective, then free the landing windows."""
         await self.runner.drain()
+        self.world.driver.waiter.remove_source(self.runner.resumer)
         await self.landing.close()
 
     def fail(self, make_error: Callable[[], BaseException]) -> list[asyncio.Future[Any]]:
@@ -90,16 +103,11 @@ class Collectives:
         return self.submit(job, "calibrate")
 
     def submit(self, job: Callable[[], Coroutine[Any, Any, Any]], description: str) -> Request:
-        """Queue ``job`` (started now if nothing runs) and return its Request, which completes
-        after the job's last flag writes were flushed (see :meth:`Landing.settle`)."""
-        landing = self.landing
-
-        async def settled() -> Any:
-            result = await job()
-            landing.settle()
-            return result
-
-        return Request(self.runner.submit(settled), landing.progress, description)
+        """Queue ``job`` (started now if nothing runs) and return its Request.  On a polled
+        transport awaiting it polls inside the await first (as for RMA calls), stepping the job
+        as its flags arrive, so a collective whose peers are on time finishes without a turn of
+        the event loop."""
+        return Request(self.runner.submit(job), self.landing.progress, description, self._wait_inline)
 
     def _ran(self, name: str) -> None:
         self.trace.append(name)
@@ -160,6 +168,9 @@ class Collectives:
             assert sync is not None  # started before the Collectives
             return sync.fence()
 
+        if algo is None and ways is None:  # the common call: the plan is cached per cost model
+            return self.submit(self._default_barrier, "barrier")
+
         async def job() -> None:
             best_n = select.choose("barrier", self.model, select.Case(self.size))[1]
             chosen = 1 if algo == "dissemination" else ways or best_n
@@ -167,6 +178,14 @@ class Collectives:
             await self._run(select.BARRIER["nway"], select.Call(self.landing, self.everyone, k=chosen))
 
         return self.submit(job, "barrier")
+
+    async def _default_barrier(self) -> None:
+        plan = self._plan(("barrier",))
+        if plan is None:
+            n = select.choose("barrier", self.model, select.Case(self.size))[1]
+            plan = self._remember(("barrier",), (f"barrier:nway{n}", nway_peers(self.everyone, self.rank, n)))
+        self._ran(plan[0])
+        await barrier_rounds(self.landing, plan[1])
 
     # ------------------------------------------------------------------ bcast
 
@@ -206,6 +225,8 @@ class Collectives:
         else:
             links = ()
         view = _bytes(data)
+        if algo is None and ways is None and labels is None:  # the common call
+            return self.submit(functools.partial(self._default_bcast, view, root), "bcast")
 
         async def job() -> None:
             if self.size == 1 or view.size == 0:
@@ -220,6 +241,39 @@ class Collectives:
             await self._run(select.BCAST[name], call, view)
 
         return self.submit(job, "bcast")
+
+    async def _default_bcast(self, view: np.ndarray, root: int) -> None:
+        if self.size == 1 or view.size == 0:
+            return
+        key = ("bcast", view.size, root)
+        plan = self._plan(key)
+        if plan is None:
+            groups = self.host_groups
+            name, k = select.choose("bcast", self.model, self._case(view.size, groups=groups))
+            links = None
+            if name in ("binomial", "knomial"):
+                links = knomial_links(self.everyone, self.rank, root, k if name == "knomial" else 2)
+            plan = self._remember(key, (f"bcast:{name}", name, k, links))
+        trace, name, k, links = plan
+        self._ran(trace)
+        if links is not None:
+            await tree_bcast(self.landing, view, *links)
+        else:
+            call = select.Call(self.landing, self.everyone, root, groups=self.host_groups, k=k)
+            await self._run(select.BCAST[name], call, view)
+
+    def _plan(self, key: tuple[Any, ...]) -> Any:
+        """The remembered plan of a default call (algorithm chosen, peers found), or None.  Plans
+        are looked up as the collective starts, like every choice (see :mod:`.select`), and
+        forgotten when what they were chosen from changes: the cost model or the node map."""
+        if self._plans_from != (self.model, self.host_groups) or len(self._plans) > 256:
+            self._plans.clear()
+            self._plans_from = (self.model, self.host_groups)
+        return self._plans.get(key)
+
+    def _remember(self, key: tuple[Any, ...], plan: Any) -> Any:
+        self._plans[key] = plan
+        return plan
 
     # ------------------------------------------------------------------ reduce / allreduce
 
@@ -292,6 +346,9 @@ class Collectives:
         check.same_dtype(source, target, "allreduce")
         check.expect_size(target, source.size, "allreduce receive buffer")
         labels = check.nodes(nodes, self.size)
+        if algo is None and labels is None:  # the common call
+            default = functools.partial(self._default_allreduce, source, target, operation)
+            return self.submit(default, "allreduce")
 
         async def job() -> None:
             src, out = source.reshape(-1), target.reshape(-1)
@@ -306,6 +363,24 @@ class Collectives:
             await self._run(select.ALLREDUCE[name], call, src, out)
 
         return self.submit(job, "allreduce")
+
+    async def _default_allreduce(self, source: np.ndarray, target: np.ndarray, op: Op) -> None:
+        src, out = source.reshape(-1), target.reshape(-1)
+        if self.size == 1 or not src.size:
+            out[...] = src
+            return
+        key = ("allreduce", src.nbytes, op)
+        plan = self._plan(key)
+        if plan is None:
+            case = self._case(src.nbytes, op, self.host_groups, slot=0)
+            name = select.choose("allreduce", self.model, case)[0]
+            plan = self._remember(key, (f"allreduce:{name}", name))
+        self._ran(plan[0])
+        if plan[1] == "recursive_doubling":
+            await recursive_doubling_allreduce(self.landing, src, out, op, self.everyone)
+        else:
+            call = select.Call(self.landing, self.everyone, op=op, groups=self.host_groups)
+            await self._run(select.ALLREDUCE[plan[1]], call, src, out)
 
     # ------------------------------------------------------------------ gathers
 

@@ -1,6 +1,6 @@
 """Barrier: n-way dissemination (Hoefler et al., 2006) with flag-only messages.
 
-Each round is one batch of signals — ``accumulate(MAX)`` of a per-pair monotonic count into the
+Each round is one batch of signals — :meth:`Window.signal` of a per-pair monotonic count into the
 peer's flag window — and a wait for as many signals from the mirrored peers.  No data, so no
 landing slot and no credit: a barrier costs ``k`` RMA calls per round and nothing else.
 """
@@ -18,11 +18,24 @@ async def nway_barrier(ch: Landing, n: int, group: Sequence[int] | None = None) 
     (indices mod ``m``); ``ceil(log_{n+1} m)`` rounds.  ``n = 1`` is the classic dissemination
     barrier."""
     ranks = list(group) if group is not None else list(range(ch.size))
+    await barrier_rounds(ch, nway_peers(ranks, ch.rank, n))
+
+
+def nway_peers(ranks: Sequence[int], rank: int, n: int) -> list[tuple[list[int], list[int]]]:
+    """``rank``'s rounds of the n-way barrier over ``ranks``: (peers to signal, peers to wait
+    for) per round."""
     size = len(ranks)
-    me = ranks.index(ch.rank)
-    for distances in nway_distances(size, n):
-        for d in distances:
-            ch.signal(ranks[(me + d) % size])
-        waits = [ch.wait_signal(ranks[(me - d) % size]) for d in distances]
-        for wait in waits:
-            await wait
+    me = ranks.index(rank)
+    return [
+        ([ranks[(me + d) % size] for d in distances], [ranks[(me - d) % size] for d in distances])
+        for distances in nway_distances(size, n)
+    ]
+
+
+async def barrier_rounds(ch: Landing, rounds: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
+    """Run a barrier's rounds: signal, then wait for as many signals."""
+    for signals, waits in rounds:
+        for peer in signals:
+            ch.signal(peer)
+        for peer in waits:
+            await ch.wait_signal(peer)

@@ -37,13 +37,17 @@ async def tree_bcast(ch: Landing, buf: np.ndarray, parent: int | None, children:
 
 async def knomial_bcast(ch: Landing, buf: np.ndarray, group: Sequence[int], root: int, k: int) -> None:
     """k-nomial tree over ``group`` (global ranks) rooted at index ``root`` (k=2: binomial)."""
+    await tree_bcast(ch, buf, *knomial_links(group, ch.rank, root, k))
+
+
+def knomial_links(group: Sequence[int], rank: int, root: int, k: int) -> tuple[int | None, list[int]]:
+    """``rank``'s parent (None at the root) and children, in send order, in the k-nomial tree
+    over ``group`` (global ranks) rooted at index ``root``."""
     size = len(group)
-    me = group.index(ch.rank)
-    v = (me - root) % size
+    v = (group.index(rank) - root) % size
     parent_v = knomial_parent(v, k)
     parent = None if parent_v is None else group[(parent_v + root) % size]
-    children = [group[(c + root) % size] for c in knomial_children(v, size, k)]
-    await tree_bcast(ch, buf, parent, children)
+    return parent, [group[(c + root) % size] for c in knomial_children(v, size, k)]
 
 
 async def scatter_allgather_bcast(ch: Landing, buf: np.ndarray, group: Sequence[int], root: int) -> None:
@@ -94,6 +98,9 @@ async def hierarchical_bcast(
 
 async def _all(awaitables: Sequence[Awaitable[None]]) -> None:
     """Await several transfers at once; the first error propagates once all have finished."""
+    # Messages sent inside their call come back as finished futures: leave them out, so that a
+    # step with one transfer left to wait for awaits it directly (no task, no loop turn).
+    awaitables = [a for a in awaitables if not (isinstance(a, asyncio.Future) and _succeeded(a))]
     if len(awaitables) == 1:
         await awaitables[0]
     elif awaitables:
@@ -101,3 +108,7 @@ async def _all(awaitables: Sequence[Awaitable[None]]) -> None:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+
+def _succeeded(future: asyncio.Future[None]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None

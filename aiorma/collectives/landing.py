@@ -3,8 +3,9 @@
 Every Comm owns two windows, created collectively at start-up (``Comm._start``) and kept under
 one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
 
-* ``flags`` (int64, ``3·P`` counters on every rank), all written with ``accumulate(MAX)`` so
-  that a late or reordered write can never move a counter backwards:
+* ``flags`` (int64, ``3·P`` counters on every rank).  Each has one writer and only grows, so it
+  is written with :meth:`Window.signal` (a put, flushed, after everything issued before it to
+  that rank): no atomic, so no work for the receiver's CPU on any node, and never overtaken:
 
   ===============  =========================================================================
   ``SIG + s``      flag-only messages ("signals") rank ``s`` has sent us (barrier, ...)
@@ -23,18 +24,17 @@ Comm's collectives run in call order on every rank, see :mod:`.runner`):
    that used the slot before;
 2. **data**: ``A`` puts the bytes into ``B``'s slot ``o mod K``;
 3. **flush**: ``A`` awaits ``flush(B)`` on the data window: the data is *remotely complete*;
-4. **flag**: only then ``A`` raises ``B``'s ``DATA + A`` to ``o + 1`` (data before flag);
+4. **flag**: only then ``A`` sets ``B``'s ``DATA + A`` to ``o + 1`` (data before flag).  A
+   one-chunk message with a free slot does 2–4 inside the call, as one
+   :meth:`Window.put_signal`;
 5. ``B`` sees ``DATA + A ≥ o + 1``, copies (or reduces) the slot out, and raises ``A``'s
    ``CREDIT + B`` to the number of chunks it has consumed — only once every ``K`` chunks: ``A``
    needs credit ``o + 1 − K`` for chunk ``o``, so ``K − 1`` unreported chunks never hold it up,
    and a small message costs the receiver no RMA call at all most of the time.
 
 Several chunks are batched when credits allow (one flush and one flag for all of them).  Messages
-larger than a slot are split into chunks, which pipelines them through the ``K`` slots.
-
-On polled transports (MPI) flag writes are followed by a flush of the flag window (coalesced per
-turn of the event loop, not awaited) so that they complete at the target even where RMA waits for
-a flush (MPICH defers puts so); the in-process transport completes every op by itself.
+larger than a slot are split into chunks, which pipelines them through the ``K`` slots.  A
+one-chunk message that has landed already is taken inside the call that receives it.
 
 A long-lived passive epoch costs the engine O(1) per RMA call (it keeps a per-target issue
 sequence number, not a record of the calls), so one epoch serves the Comm's whole life.
@@ -51,10 +51,11 @@ import numpy as np
 
 from ..constants import MODE_NOCHECK, Op
 from ..info import Info
+from ..request import Request
+from ..watch import MemoryWatcher
 from ..window import Window
 from ..world import World
 from .reduce_ops import reduce_into
-from .watcher import FlagWatcher, poke_all
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
 #: the application's windows stay as they were (``World.create_window`` counts them from 1).
@@ -124,7 +125,7 @@ class Landing:
         self._data_mem = data.memory
         self._progress = world.driver.progress
         self.polling = world.polled
-        self.watcher = FlagWatcher(flags.memory, world.driver.waiter)
+        self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -137,8 +138,6 @@ class Landing:
         # per-pair chains: a message to/from a peer starts only after the previous one finished
         self._send_tail: list[asyncio.Future[None]] = [self._done] * size
         self._recv_tail: list[asyncio.Future[None]] = [self._done] * size
-        self._kicks: set[int] = set()
-        self._kick_scheduled = False
         self.failure: BaseException | None = None
 
     @classmethod
@@ -159,7 +158,7 @@ class Landing:
         """Collective: close the epochs (every RMA complete at its target) and free the windows."""
         await self._flags.close()
         await self._data.close()
-        await self.watcher.close()
+        self.watcher.close()
 
     def progress(self) -> None:
         """Drive the transport once and re-check the flags (``Request.test`` of a collective)."""
@@ -193,9 +192,30 @@ class Landing:
             return self._done
         count = self.chunks(nbytes)
         first = self._chunks_sent[dst]
+        if count == 1 and self._send_tail[dst].done():
+            sent = self._send_now(dst, data, first)
+            if sent is not None:
+                return sent
         self._chunks_sent[dst] += count
         before, self._send_tail[dst] = self._send_tail[dst], self._loop.create_future()
         return self._send(dst, data, first, count, before, self._send_tail[dst])
+
+    def _send_now(self, dst: int, data: np.ndarray, ordinal: int) -> asyncio.Future[None] | None:
+        """Send a one-chunk message inside the call when its slot at ``dst`` is free (credit) and
+        no earlier message to ``dst`` is in flight: one notified put (:meth:`Window.put_signal`:
+        the data, then its flag once the data is complete at ``dst``).  Returns what the sender
+        awaits (finished when the put and flag completed inside the call), or None when the slot
+        is not free yet (the general path then waits for the credit)."""
+        if self._flag_mem[self.CREDIT + dst] < ordinal + 1 - self.slots:
+            return None
+        disp = (self.rank * self.slots + ordinal % self.slots) * self.slot_bytes
+        self._chunks_sent[dst] = ordinal + 1
+        sent = self._data.win.put_signal(data, dst, disp, self._flags.win, self.DATA + self.rank, ordinal + 1)
+        if sent.done() and sent.exception() is None:
+            return self._done
+        tail = self._send_tail[dst] = self._loop.create_future()
+        sent.add_done_callback(lambda request: _settle(tail, request))
+        return tail
 
     def recv(self, src: int, out: np.ndarray) -> Awaitable[None]:
         """Receive ``out.size`` bytes from ``src`` into ``out`` (1-D uint8, contiguous)."""
@@ -235,6 +255,12 @@ class Landing:
         count = self.chunks(nbytes)
         first = self._chunks_expected[src]
         self._chunks_expected[src] += count
+        if count == 1 and self._flag_mem[self.DATA + src] > first and self._recv_tail[src].done():
+            # Landed already, and nothing earlier from src is still being received: take it now.
+            start = (src * self.slots + first % self.slots) * self.slot_bytes
+            consume(self._data_mem[start : start + nbytes], 0, nbytes)
+            self._consumed(src, first + 1)
+            return self._done
         before, self._recv_tail[src] = self._recv_tail[src], self._loop.create_future()
         return self._recv(src, nbytes, consume, first, count, before, self._recv_tail[src])
 
@@ -306,44 +332,36 @@ class Landing:
                     start = (base + (ordinal + j) % slots) * slot_bytes
                     consume(memory[start : start + hi - lo], lo, hi)
                 got += batch
-                # Credits are written back in batches of K: the sender of chunk o needs credit
-                # >= o + 1 - K, and at most K - 1 consumed chunks are ever unreported, so it is
-                # never held up by a credit we still owe (module docstring, step 5).
-                consumed = first + got
-                if consumed - self._credit_written[src] >= slots:
-                    self._credit_written[src] = consumed
-                    self._raise_flag(src, self.CREDIT + self.rank, consumed)
+                self._consumed(src, first + got)
         finally:
             done.set_result(None)
+
+    def _consumed(self, src: int, consumed: int) -> None:
+        """``consumed`` chunks from ``src`` are out of their slots.  Credits are written back in
+        batches of K: the sender of chunk o needs credit >= o + 1 - K, and at most K - 1 consumed
+        chunks are ever unreported, so it is never held up by a credit we still owe (module
+        docstring, step 5)."""
+        if consumed - self._credit_written[src] >= self.slots:
+            self._credit_written[src] = consumed
+            self._raise_flag(src, self.CREDIT + self.rank, consumed)
 
     # ------------------------------------------------------------------ flags
 
     def _raise_flag(self, dst: int, index: int, value: int) -> None:
-        """``flags[index] = max(flags[index], value)`` at ``dst``; wakes local watchers when done."""
-        request = self._flags.win.accumulate(np.array([value], np.int64), dst, index, Op.MAX)
-        request.add_done_callback(poke_all)
-        if not self.polling:
-            return  # the in-process transport completes every op at its target by itself
-        self._kicks.add(dst)
-        if not self._kick_scheduled:
-            self._kick_scheduled = True
-            self._loop.call_soon(self._kick)
+        """Set ``dst``'s ``flags[index]`` to ``value`` with :meth:`Window.signal`: a put after
+        everything we issued to ``dst`` on the flag window, flushed.  Every flag has one writer
+        (this rank) and only grows, so a plain put is enough — no atomic, hence no work for
+        ``dst``'s CPU even on another node; ``signal`` writes successive signals to one rank one
+        after the other, so a later value never lands before an earlier one."""
+        self._flags.win.signal(dst, index, value)
 
-    def settle(self) -> None:
-        """Flush the flag writes not yet flushed, now.  Called when a collective finishes, so that
-        its last flags complete at their targets even if this rank then stops running the event
-        loop for a while (computes, or blocks in some other library)."""
-        if self._kicks:
-            self._kick()
 
-    def _kick(self) -> None:
-        """Flush the flag window towards every rank written since the last kick (not awaited):
-        the flag writes then complete at their targets even where RMA waits for a flush."""
-        self._kick_scheduled = False
-        if not self._kicks:
-            return
-        kicks, self._kicks = self._kicks, set()
-        if self._flags.win.freed or self._flags.win.engine.freeing:
-            return
-        for dst in kicks:
-            self._flags.win.flush(dst)
+def _settle(future: asyncio.Future[None], request: Request) -> None:
+    """Finish ``future`` as ``request`` finished."""
+    if future.done():
+        return
+    error = request.exception()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(None)

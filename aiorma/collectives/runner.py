@@ -10,7 +10,8 @@ Each job is a coroutine.  Instead of wrapping it in an :class:`asyncio.Task` (wh
 would wait for the next turn of the event loop), the runner steps the coroutine itself: the first
 step runs *inside the collective call* when no earlier collective is still running, so the call
 issues its first puts at once (a call pushes its work as far as it can go: docs/architecture.md), and later
-steps run from the done-callbacks of the futures the coroutine awaits.  Coroutines may await
+steps run from the done-callbacks of the futures the coroutine awaits — or sooner, from
+:meth:`SerialRunner.pump`, when an await that polls inline finds the awaited future finished.  Coroutines may await
 asyncio futures (including tasks and ``asyncio.gather``) and ``asyncio.sleep``; nothing in them
 may rely on ``asyncio.current_task()``.
 """
@@ -38,6 +39,10 @@ class SerialRunner:
         self._stepping = False
         self.failure: BaseException | None = None
         self._last: asyncio.Future[Any] | None = None
+        self._awaiting: asyncio.Future[Any] | None = None  # what the current job is suspended on
+        #: A wait source (:class:`aiorma.waiting.WaitSource`) that resumes the job in the poll
+        #: that finished what it awaits (see :meth:`pump`).
+        self.resumer = _Resumer(self)
 
     @property
     def idle(self) -> bool:
@@ -60,7 +65,26 @@ class SerialRunner:
         while self._last is not None and not self._last.done():
             await asyncio.wait([self._last])
 
+    def pump(self) -> bool:
+        """Resume the current job now if the future it awaits has finished; True if it did.
+
+        A finished future resumes the job through its done-callback, which asyncio runs a turn of
+        the event loop later.  An await that polls inline (``Request.__await__`` on a polled
+        transport) calls this after every poll instead, so a collective runs step after step
+        inside the await that waits for it; the late callback then finds nothing to do."""
+        awaiting = self._awaiting
+        if awaiting is None or self._stepping or not awaiting.done():
+            return False
+        self._awaiting = None
+        self._run(None)
+        return True
+
     # ------------------------------------------------------------------ stepping
+
+    def _resume(self, future: asyncio.Future[Any]) -> None:
+        if future is self._awaiting:  # not already resumed by pump()
+            self._awaiting = None
+            self._run(None)
 
     def _run(self, _done: object) -> None:
         """Step the current job; when it finishes, start the next one (iteratively)."""
@@ -102,7 +126,8 @@ class SerialRunner:
             self._loop.call_soon(self._run, None)
         elif isinstance(yielded, asyncio.Future):
             yielded._asyncio_future_blocking = False
-            yielded.add_done_callback(self._run)
+            self._awaiting = yielded
+            yielded.add_done_callback(self._resume)
         else:
             coro.close()
             self._coro = None
@@ -113,7 +138,7 @@ class SerialRunner:
     def fail(self, make_error: Callable[[], BaseException]) -> list[asyncio.Future[Any]]:
         """A peer failed: every later collective gets a failed Request at once, and the queued
         ones fail now (they would wait on a broken stream).  The running one fails through its
-        flag waits (:meth:`FlagWatcher.fail`).  Returns the futures it failed."""
+        flag waits (:meth:`MemoryWatcher.fail`).  Returns the futures it failed."""
         if self.failure is None:
             self.failure = make_error()
         failed = []
@@ -135,3 +160,21 @@ class SerialRunner:
             _factory, queued = self._queue.popleft()
             if not queued.done():
                 queued.set_exception(broken)
+
+
+class _Resumer:
+    """The runner as a wait source of the rank's waiter: after each poll, resume the job if what
+    it awaits has finished.  It never asks the waiter to keep polling (the flag watcher does
+    that for the flags the job waits on) and fails nothing itself (the job fails through them)."""
+
+    def __init__(self, runner: SerialRunner) -> None:
+        self._runner = runner
+
+    def check(self) -> bool:
+        return self._runner.pump()
+
+    def waiting(self) -> bool:
+        return False
+
+    def fail(self, exc: BaseException) -> None:
+        return None

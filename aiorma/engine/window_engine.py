@@ -494,6 +494,14 @@ class WindowEngine:
         self._close(epoch, token)
         return token
 
+    def passive_access(self, target: int) -> bool:
+        """True when an open lock or lock_all epoch covers ``target`` (a flush towards it is
+        allowed).  Changes nothing."""
+        held = self.thin_lock
+        if held is not None and held.target == target:
+            return True
+        return self._access_epoch_for(target, passive_only=True) is not None
+
     @_application_call
     def flush(self, rank: int) -> int:
         """Flush the RMA calls made so far in the open passive-target epoch towards ``rank``.

@@ -139,6 +139,13 @@ class Endpoint(Protocol):
 
     def flush(self, win_id: int, target: int, upto: int) -> bool: ...
 
+    def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
+        """Put ``data`` into ``target``'s window at element ``disp`` and complete it there, inside
+        the call, when the transport can (True); else do nothing (False) and the caller takes the
+        general path.  Only called when nothing of ours towards ``target`` is in flight on this
+        window, so the put is ordered after everything issued before.  Rings ``target`` after it
+        as a flush would (``notify`` windows)."""
+
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 
     def control_fetch(

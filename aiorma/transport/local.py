@@ -27,6 +27,7 @@ import numpy as np
 from ..engine.control import AtomicOp, ControlLayout, Word
 from ..errors import RmaTypeError
 from ..ops import combine
+from ..watch import poke_all
 from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout
 
 
@@ -251,6 +252,8 @@ class LocalEndpoint:
         ordered = self._ordered.get(key) if op.kind in _ACCUMULATE_FAMILY else None
         if delay <= 0 and not ordered:
             _apply(self.network.memory[win_id][op.target], op)
+            if op.kind is not RmaKind.GET:
+                poke_all()  # a rank of this process may wait on that word (aiorma.watch)
             return True
         self._delayed[key] = self._delayed.get(key, 0) + 1
         loop = asyncio.get_running_loop()
@@ -285,11 +288,21 @@ class LocalEndpoint:
         memory = self.network.memory.get(win_id)
         if memory is not None:
             _apply(memory[op.target], op)
+            if op.kind is not RmaKind.GET:
+                poke_all()
         self._delayed[key] -= 1
         self._op_done(win_id, token)
         if self._delayed[key] == 0:
             for upto in self._flushes.pop(key, []):
                 self._flushed(win_id, op.target, upto)
+
+    def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
+        """Applied at once, unless the network delays ops (then the general path keeps order)."""
+        if self.network.op_delay or self._delayed.get((win_id, target)):
+            return False
+        self.network.memory[win_id][target][disp : disp + data.size] = data
+        poke_all()
+        return True
 
     def flush(self, win_id: int, target: int, upto: int) -> bool:
         key = (win_id, target)

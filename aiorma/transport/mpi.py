@@ -489,6 +489,25 @@ class MpiEndpoint:
         self._in_thread(flush, done)
         return False
 
+    def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
+        """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated
+        memory — shared memory on this node (about a microsecond), the network to another node
+        (a round trip, without the target's CPU: see :meth:`issue`)."""
+        window = self._windows[win_id]
+        if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
+            return False
+        key = (win_id, target)
+        if key in self._pending or key in self._unflushed:
+            return False  # the caller's contract says otherwise; be safe, take the general path
+        try:
+            window.win.Put([data, window.datatype], target, (disp, data.size, window.datatype))
+            window.win.Flush(target)
+        except MPI.Exception as exc:
+            raise TransportError(f"put: {exc}") from exc
+        if window.notify:
+            self._ring(target)
+        return True
+
     def _flushes_due(self) -> bool:
         """Report the flushes whose target has nothing of ours left that needs its progress."""
         due = [key for key in self._waiting_flushes if not self._served(key)]

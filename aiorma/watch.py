@@ -1,0 +1,137 @@
+"""MemoryWatcher: futures that finish when a word of this rank's own window memory meets a condition.
+
+Peers write a rank's memory one-sidedly (signals of notified puts, the collectives' flags), so no
+packet announces a change: someone has to look.  Two ways to notice one:
+
+* **Pokes.**  On the in-process (``local``) transport every rank lives in this process and RMA
+  lands when issued, so the transport pokes every watcher of the loop (:func:`poke_all`) after it
+  applied a write; a guard re-check every 50 ms stands in for a missed poke.
+* **The rank's waiter**, for transports whose writers live in other processes (``mpi``): the
+  watcher is a wait source of :class:`aiorma.waiting.Waiter`, which re-checks it after every poll
+  (also inside an await that polls inline) and spins, parks and wakes on its doorbell by the one
+  policy of the library.
+
+A wait is a comparison of one element with a value, as OpenSHMEM's ``wait_until``: ``==``,
+``!=``, ``<``, ``<=``, ``>``, ``>=``.  Words that only grow (the collectives' counters) are
+waited on with ``>=``, which a late look can never miss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .waiting import Waiter
+
+_GUARD = 0.05  # non-polling transports: a safety re-check, in case a write was not poked
+
+#: The comparisons :meth:`MemoryWatcher.wait` accepts, by their Python spelling.
+COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+_watchers: weakref.WeakSet[MemoryWatcher] = weakref.WeakSet()
+
+
+class MemoryWatcher:
+    """Futures waiting for ``memory[index] <compare> value`` on one rank's own window memory."""
+
+    def __init__(self, memory: np.ndarray, waiter: Waiter) -> None:
+        self.memory = memory
+        self._waiter = waiter
+        self._loop = asyncio.get_running_loop()
+        self._waits: list[tuple[int, Callable[[Any, Any], Any], Any, asyncio.Future[None]]] = []
+        self._guard: asyncio.TimerHandle | None = None
+        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._done.set_result(None)
+        if waiter.polled:
+            waiter.add_source(self)
+        _watchers.add(self)
+
+    def wait(self, index: int, value: Any, compare: str = ">=") -> asyncio.Future[None]:
+        """A future finished once ``memory[index] <compare> value`` (already finished if so)."""
+        test = COMPARISONS[compare]
+        if test(self.memory[index], value):
+            return self._done
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._waits.append((index, test, value, future))
+        if self._waiter.polled:
+            self._waiter.wake()
+        elif self._guard is None:
+            self._guard = self._loop.call_later(_GUARD, self._guard_check)
+        return future
+
+    def waiting(self) -> bool:
+        return bool(self._waits)
+
+    def check(self) -> bool:
+        """Finish every satisfied wait (and forget abandoned ones); True when any was."""
+        if not self._waits:
+            return False
+        memory = self.memory
+        remaining = []
+        fired = False
+        for entry in self._waits:
+            index, test, value, future = entry
+            if future.done():
+                continue
+            if test(memory[index], value):
+                future.set_result(None)
+                fired = True
+            else:
+                remaining.append(entry)
+        self._waits = remaining
+        return fired
+
+    def fail(self, exc: BaseException) -> list[asyncio.Future[None]]:
+        """Fail every pending wait (the Comm is closing or broken); the futures it failed."""
+        waits, self._waits = self._waits, []
+        failed = [future for *_entry, future in waits if not future.done()]
+        for future in failed:
+            future.set_exception(exc)
+        return failed
+
+    def _guard_check(self) -> None:
+        self._guard = None
+        self.check()
+        if self._waits:
+            self._guard = self._loop.call_later(_GUARD, self._guard_check)
+
+    def close(self) -> None:
+        if self._guard is not None:
+            self._guard.cancel()
+            self._guard = None
+        self._waiter.remove_source(self)
+        _watchers.discard(self)
+
+
+_poke_scheduled: set[asyncio.AbstractEventLoop] = set()
+
+
+def poke_all() -> None:
+    """A write into some rank's memory of this process completed: re-check every watcher of
+    this loop (soon, once, however many writes completed in this turn of the loop)."""
+    if not _watchers:
+        return
+    loop = asyncio.get_running_loop()
+    if loop in _poke_scheduled:
+        return
+    _poke_scheduled.add(loop)
+    loop.call_soon(_check_all, loop)
+
+
+def _check_all(loop: asyncio.AbstractEventLoop) -> None:
+    _poke_scheduled.discard(loop)
+    for watcher in list(_watchers):
+        if watcher._loop is loop:
+            watcher.check()

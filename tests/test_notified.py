@@ -1,0 +1,123 @@
+"""Notified access: ``signal``, ``put_signal`` and ``wait_until`` (in-process; the registry's
+``notified_put_ring`` scenario runs the same calls on every transport and under mpiexec)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aiorma
+
+
+def run(main: Any, nprocs: int = 2) -> list[Any]:
+    return aiorma.run(main, nprocs=nprocs)
+
+
+@pytest.mark.timeout(60)
+def test_bad_calls_raise_at_the_call_and_change_nothing() -> None:
+    async def main(comm: aiorma.Comm) -> None:
+        words = await comm.win_allocate(2, np.int64)
+        floats = await comm.win_allocate(2, np.float64)
+        peer = 1 - comm.rank
+        with pytest.raises(aiorma.EpochError):
+            words.signal(peer, 0, 1)  # no passive epoch
+        with pytest.raises(aiorma.EpochError):
+            floats.put_signal(np.ones(1), peer, 0, words, 0, 1)
+        async with words.lock_all(), floats.lock_all():
+            with pytest.raises(aiorma.RmaTypeError):
+                floats.signal(peer, 0, 1)  # signal words are int64
+            with pytest.raises(aiorma.RmaRangeError):
+                words.signal(peer, 2, 1)
+            with pytest.raises(aiorma.RmaTypeError):
+                words.signal(peer, 0, 2**63)  # does not fit int64
+            with pytest.raises(aiorma.RmaUsageError):
+                words.signal(peer, 0, 1, aiorma.SUM)  # an Op is not a SignalOp
+            with pytest.raises(aiorma.RmaUsageError):
+                floats.put_signal(np.ones(1), peer, 0, "words", 0, 1)  # type: ignore[arg-type]
+            with pytest.raises(aiorma.RmaRangeError):
+                floats.put_signal(np.ones(1), peer, 0, words, 5, 1)
+            assert floats.engine.peers[peer].issued_seq == 0  # the put was not made
+        with pytest.raises(aiorma.RmaUsageError):
+            words.wait_until(0, "=>", 1)
+        with pytest.raises(aiorma.RmaRangeError):
+            words.wait_until(2, "==", 1)
+        with pytest.raises(aiorma.RmaTypeError):
+            words.wait_until(0, "==", 1.5)
+        await comm.barrier()
+        assert words.memory.tolist() == [0, 0] and floats.memory.tolist() == [0.0, 0.0]
+        await words.free()
+        await floats.free()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_wait_until_each_comparison_and_plain_puts_wake_it() -> None:
+    """Every comparison; a plain put (no signal call) also finishes a wait promptly."""
+
+    async def main(comm: aiorma.Comm) -> list[str]:
+        words = await comm.win_allocate(1, np.int64)
+        await comm.barrier()
+        seen = []
+        if comm.rank == 0:
+            for compare, value in (("==", 5), ("!=", 5), (">", 5), (">=", 7), ("<", 0), ("<=", -3)):
+                started = time.perf_counter()
+                await asyncio.wait_for(words.wait_until(0, compare, value), 5)
+                seen.append(compare)
+                assert time.perf_counter() - started < 0.04  # poked, not found by the 50 ms guard
+                await comm.barrier()
+        else:
+            for new in (5, 4, 6, 7, -1, -3):
+                await asyncio.sleep(0.01)
+                async with words.lock(0):
+                    words.put(np.array([new]), 0, 0)
+                await comm.barrier()
+        await words.free()
+        return seen
+
+    assert run(main)[0] == ["==", "!=", ">", ">=", "<", "<="]
+
+
+@pytest.mark.timeout(60)
+def test_cancelled_wait_until_abandons_only_that_wait() -> None:
+    async def main(comm: aiorma.Comm) -> None:
+        words = await comm.win_allocate(1, np.int64)
+        await comm.barrier()
+        if comm.rank == 0:
+            pending = words.wait_until(0, "==", 3)
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await pending
+            await comm.barrier()  # now rank 1 signals
+            await asyncio.wait_for(pending, 5)  # the same Request completes later
+        else:
+            await comm.barrier()
+            async with words.lock_all():
+                await words.signal(0, 0, 3)
+        await comm.barrier()
+        await words.free()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_signal_add_from_every_rank_loses_nothing() -> None:
+    async def main(comm: aiorma.Comm) -> int:
+        words = await comm.win_allocate(1, np.int64)
+        await comm.barrier()
+        async with words.lock_all():
+            for _ in range(25):
+                words.signal(0, 0, 1, aiorma.SIGNAL_ADD)
+            await words.flush(0)
+        if comm.rank == 0:
+            await asyncio.wait_for(words.wait_until(0, "==", 25 * comm.size), 5)
+        await comm.barrier()
+        value = int(words.memory[0])
+        await words.free()
+        return value
+
+    assert run(main, nprocs=4)[0] == 100
