@@ -22,11 +22,9 @@ import asyncio
 import operator
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-
-from .waiting import Waiter
 
 _GUARD = 0.05  # non-polling transports: a safety re-check, in case a write was not poked
 
@@ -41,6 +39,19 @@ COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 _watchers: weakref.WeakSet[MemoryWatcher] = weakref.WeakSet()
+
+
+class Waiter(Protocol):
+    """What a watcher needs of the rank's :class:`aiorma.waiting.Waiter` (this module sits below
+    it: the local transport pokes watchers)."""
+
+    polled: bool
+
+    def add_source(self, source: Any) -> None: ...
+
+    def remove_source(self, source: Any) -> None: ...
+
+    def wake(self) -> None: ...
 
 
 class MemoryWatcher:

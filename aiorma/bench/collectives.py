@@ -238,7 +238,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+def plot(rows: list[dict[str, Any]], directory: Path, emulate_nodes: int = 0) -> list[Path]:
+    """The ratio and latency figures; ``collectives_2nodes_*.png`` for a run on emulated nodes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -283,9 +284,12 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(names) :]:
         ax.set_visible(False)
-    fig.suptitle("aiorma collectives (RMA-based) vs MPI's own — latency ratio (dashed: 3×, dotted: 1.3×)")
+    where = f", {emulate_nodes} emulated nodes" if emulate_nodes >= 2 else ""
+    prefix = f"collectives_{emulate_nodes}nodes" if emulate_nodes >= 2 else "collectives"
+    title = f"aiorma collectives (RMA-based) vs MPI's own{where} — latency ratio (dashed: 3×, dotted: 1.3×)"
+    fig.suptitle(title)
     fig.tight_layout()
-    path = directory / "collectives_ratio.png"
+    path = directory / f"{prefix}_ratio.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
     written.append(path)
@@ -317,9 +321,9 @@ def plot(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(names) :]:
         ax.set_visible(False)
-    fig.suptitle("collective latency: aiorma (solid) and MPI (dashed)")
+    fig.suptitle(f"collective latency{where}: aiorma (solid) and MPI (dashed)")
     fig.tight_layout()
-    path = directory / "collectives_latency.png"
+    path = directory / f"{prefix}_latency.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
     written.append(path)
@@ -351,7 +355,7 @@ def main(argv: list[str]) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1))
     if args.plot is not None:
-        for path in plot(rows, args.plot):
+        for path in plot(rows, args.plot, args.emulate_nodes):
             print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -155,7 +155,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="rounds; the median is reported (default 5)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the medians (µs) and ratios here")
     parser.add_argument(
-        "--plot", type=plot_directory, metavar="DIR", help="draw DIR/notified.png (needs matplotlib)"
+        "--plot",
+        type=plot_directory,
+        metavar="DIR",
+        help="draw DIR/notified.png (notified_2nodes.png on emulated nodes; needs matplotlib)",
     )
     add_emulate_nodes_option(parser)
     options = parser.parse_args(argv)
@@ -203,7 +206,7 @@ def plot(record: dict[str, Any], directory: Path) -> Path:
     where = f"{record['emulate_nodes']} emulated nodes" if record["emulate_nodes"] >= 2 else "one node"
     ax.set_title(f"Notified put vs PSCW epoch, {record['bytes']} B, {where} (bench notified)")
     fig.tight_layout()
-    path = directory / "notified.png"
+    path = directory / ("notified_2nodes.png" if record["emulate_nodes"] >= 2 else "notified.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -9,11 +9,11 @@ step on both sides, so landing slots, flags and credits can be numbered per pair
 Each job is a coroutine.  Instead of wrapping it in an :class:`asyncio.Task` (whose first step
 would wait for the next turn of the event loop), the runner steps the coroutine itself: the first
 step runs *inside the collective call* when no earlier collective is still running, so the call
-issues its first puts at once (a call pushes its work as far as it can go: docs/architecture.md), and later
-steps run from the done-callbacks of the futures the coroutine awaits — or sooner, from
-:meth:`SerialRunner.pump`, when an await that polls inline finds the awaited future finished.  Coroutines may await
-asyncio futures (including tasks and ``asyncio.gather``) and ``asyncio.sleep``; nothing in them
-may rely on ``asyncio.current_task()``.
+issues its first puts at once (a call pushes its work as far as it can go: docs/architecture.md),
+and later steps run from the done-callbacks of the futures the coroutine awaits — or sooner, from
+:meth:`SerialRunner.pump`, when an await that polls inline finds the awaited future finished.
+Coroutines may await asyncio futures (including tasks and ``asyncio.gather``) and
+``asyncio.sleep``; nothing in them may rely on ``asyncio.current_task()``.
 """
 
 from __future__ import annotations
