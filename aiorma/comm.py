@@ -10,6 +10,7 @@ from typing import Any, Concatenate, ParamSpec
 
 import numpy as np
 
+from ._host import hosted
 from .collectives.api import Collectives
 from .engine.actions import EpochEvent
 from .errors import EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
@@ -97,6 +98,7 @@ class Comm:
             raise RmaUsageError("this Comm is not started; obtain it from aiorma.connect or aiorma.run")
         return self._collectives
 
+    @hosted
     async def win_create(self, buf: np.ndarray, info: Info | Mapping[str, object] | None = None) -> Window:
         """Collective: expose the caller's array ``buf`` (any shape, C-contiguous, writeable) as a
         :class:`~aiorma.Window`, returned once every rank has created it.  ``disp`` counts
@@ -113,6 +115,7 @@ class Comm:
         create = self.world.create_window
         return await self._collective_window(call, lambda: create(buf, buf.size, buf.dtype, info))
 
+    @hosted
     async def win_allocate(
         self,
         count: int,

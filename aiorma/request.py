@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any
 
+from ._host import checkpoint, in_trio, wait_future
 from .waiting import last_await as _last_yield  # when an await of a Request last checkpointed
 
 #: Awaiting Requests yields to the event loop at least once per this many seconds.  A Request
@@ -33,10 +34,12 @@ class Request:
       otherwise.  It raises the operation's error, or :class:`asyncio.InvalidStateError` before
       completion.
 
+    Awaitable from asyncio tasks and, with aiorma opened under trio, from trio tasks alike.
+
     Cancellation: cancelling a task that awaits a Request (``asyncio.timeout``, ``anyio.fail_after``,
-    ``task.cancel()``) abandons only that wait.  The operation itself cannot be withdrawn — peers'
-    counters already account for it — so it continues, its epoch closes normally, and the same
-    Request can be awaited again.
+    ``task.cancel()``, trio's ``move_on_after`` and cancel scopes) abandons only that wait.  The
+    operation itself cannot be withdrawn — peers' counters already account for it — so it
+    continues, its epoch closes normally, and the same Request can be awaited again.
     """
 
     __slots__ = ("_error", "_future", "_progress", "_value", "_wait_inline", "description")
@@ -114,6 +117,8 @@ class Request:
             wait_inline = self._wait_inline
             if wait_inline is None or not wait_inline(future):
                 try:
+                    if in_trio():  # a trio task: park it until the future is done (aiorma._host)
+                        return (yield from wait_future(future).__await__())
                     # shield: a cancelled waiter must not cancel the shared completion future.
                     return (yield from asyncio.shield(future).__await__())
                 finally:
@@ -121,9 +126,12 @@ class Request:
         now = time.perf_counter()
         if now - _last_yield[0] >= FAIR_SLICE:
             # A checkpoint (trio's rule that every await is one, bounded for speed): a bare yield
-            # is asyncio's sleep(0).  Cancellation here abandons only the wait, as above.
+            # is asyncio's sleep(0), trio's is its own.  Cancellation here abandons only the wait.
             _last_yield[0] = now  # (the waiter, if it runs now, sees a busy program)
-            yield
+            if in_trio():
+                yield from checkpoint().__await__()
+            else:
+                yield
             _last_yield[0] = time.perf_counter()
         if future is None:
             if self._error is not None:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from ._host import HostedContext
 from .comm import Comm
 from .errors import PeerFailed
 from .session import comm_session, connect
@@ -33,8 +34,13 @@ def run(
     transport: str | None = None,
     notice_delay: NoticeDelay | None = None,
     op_delay: OpDelay | None = None,
+    backend: str = "asyncio",
 ) -> Any:
     """Run ``main(comm, *args)`` on every rank and return its value.
+
+    ``backend``: the event loop that runs ``main`` — ``"asyncio"`` (default) or ``"trio"``
+    (``pip install 'aiorma[trio]'``; ``main`` is then a trio program, and aiorma's own machinery
+    is hosted inside the trio run, see :mod:`aiorma._host`).
 
     * ``transport="mpi"`` (the default without ``nprocs``): one rank per process, under
       ``mpiexec -n N python app.py``.  Returns this rank's value.  An exception on any rank
@@ -46,16 +52,29 @@ def run(
       the first rank's exception propagates.  ``notice_delay`` and ``op_delay`` inject delays
       (see :mod:`aiorma.transport.local`).
     """
+    if backend not in ("asyncio", "trio"):
+        raise ValueError(f"unknown backend {backend!r}; use 'asyncio' or 'trio'")
     if transport is None:
         transport = "local" if nprocs is not None else "mpi"
     if transport == "local":
         network = LocalNetwork(nprocs or 1, notice_delay=notice_delay, op_delay=op_delay)
-        return asyncio.run(run_ranks(main, args, network))
+        return _run_loop(backend, run_ranks, main, args, network)
     if transport == "mpi":
         if notice_delay is not None or op_delay is not None:
             raise ValueError("delay injection is a feature of the local transport")
-        return _run_mpi(main, args, nprocs)
+        return _run_mpi(main, args, nprocs, backend)
     raise ValueError(f"unknown transport {transport!r}; use 'local' or 'mpi'")
+
+
+def _run_loop(backend: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``fn(*args)`` in a new event loop of ``backend``."""
+    if backend == "trio":
+        try:
+            import trio
+        except ImportError:
+            raise ValueError("backend='trio' needs trio: pip install 'aiorma[trio]'") from None
+        return trio.run(fn, *args)
+    return asyncio.run(fn(*args))  # type: ignore[arg-type]
 
 
 #: After a rank fails, how long the other ranks may take to end by themselves (their pending
@@ -73,7 +92,7 @@ async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork)
     later calls raise :class:`~aiorma.PeerFailed`); ranks still running after
     :data:`FAILURE_GRACE` seconds are cancelled, and the first rank's exception is raised.
     Cancelling the caller cancels every rank."""
-    async with comm_session(network.endpoints, per_rank_trace=False) as comms:
+    async with HostedContext(comm_session(network.endpoints, per_rank_trace=False)) as comms:
         results: list[Any] = [None] * len(comms)
         failures: list[BaseException] = []  # what failed ranks ended with, in the order they ended
         running = len(comms)
@@ -86,7 +105,7 @@ async def run_ranks(main: Main[T], args: tuple[Any, ...], network: LocalNetwork)
                 try:
                     results[comm.rank] = await main(comm, *args)
                 except BaseException as exc:  # SystemExit too: it is raised from here, at the end
-                    if scope.cancel_called and isinstance(exc, asyncio.CancelledError):
+                    if scope.cancel_called and isinstance(exc, anyio.get_cancelled_exc_class()):
                         raise  # the caller cancelled run_ranks, or the grace period ran out
                     failures.append(exc)
                     if len(failures) == 1:
@@ -140,7 +159,7 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
             future.exception()
 
 
-def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
+def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None, backend: str = "asyncio") -> T:
     from mpi4py import MPI  # here, not at import: a local-only program must not start MPI
 
     world = MPI.COMM_WORLD
@@ -152,7 +171,7 @@ def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None) -> T:
             return await main(comm, *args)
 
     try:
-        return asyncio.run(rank_main())
+        return _run_loop(backend, rank_main)
     except BaseException as error:
         if world.Get_size() == 1:
             raise

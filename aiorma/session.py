@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
+from ._host import HostedContext
 from .comm import Comm
 from .errors import AlreadyConnectedError, CommunicatorError, MpiStateError, RmaUsageError
 from .transport.base import Endpoint
@@ -78,7 +79,7 @@ def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncCo
     if mpi_comm.Is_inter():
         raise CommunicatorError("connect: an intercommunicator; Merge() it into an intracommunicator first")
     _check_not_connected(mpi_comm)
-    return _mpi_connection(mpi_comm)
+    return HostedContext(_mpi_connection(mpi_comm))
 
 
 def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
@@ -117,7 +118,7 @@ def connect_local(
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise RmaUsageError(f"connect_local needs a positive number of ranks, not {nprocs!r}")
     network = LocalNetwork(nprocs, notice_delay=notice_delay, op_delay=op_delay)
-    return comm_session(network.endpoints, per_rank_trace=False)
+    return HostedContext(comm_session(network.endpoints, per_rank_trace=False))
 
 
 @contextlib.asynccontextmanager

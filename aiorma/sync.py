@@ -22,8 +22,10 @@ waits for it forever.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any
 
+import anyio
 import numpy as np
 
 from .comm import Comm
@@ -31,6 +33,44 @@ from .constants import LOCK_EXCLUSIVE, MODE_NOCHECK, NO_OP, SIGNAL_SET, SUM
 from .errors import RmaUsageError
 from .request import Request
 from .window import Window
+
+
+class _Turns:
+    """FIFO turns among the tasks of this rank, under asyncio or trio, and releasable from a
+    callback (a cancelled acquire gives its grant back from one)."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._queue: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if not self._held and not self._queue:
+            self._held = True
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(turn)
+        try:
+            await Request(turn)  # awaitable from asyncio and trio tasks alike
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self.release()  # our turn came as we gave up: pass it on
+            else:
+                turn.cancel()  # skipped by release
+            raise
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        while self._queue:
+            turn = self._queue.popleft()
+            if not turn.done():
+                turn.set_result(None)  # the turn passes directly: _held stays True
+                return
+        self._held = False
 
 
 def _root(comm: Comm, root: Any) -> int:
@@ -93,7 +133,7 @@ class Mutex:
 
     def __init__(self, win: Window, root: int) -> None:
         self._win, self.root = win, root
-        self._local = asyncio.Lock()  # one epoch per rank at a time: the window's lock is per rank
+        self._local = _Turns()  # one epoch per rank at a time: the window's lock is per rank
         self._held = False
 
     @classmethod
@@ -116,7 +156,7 @@ class Mutex:
             raise
         try:
             await granted
-        except asyncio.CancelledError:
+        except anyio.get_cancelled_exc_class():
             # The lock request cannot be withdrawn (the queue has us): give the lock back when it
             # comes, so the ranks behind us are not held up for ever.
             granted.add_done_callback(self._abandon)
@@ -171,7 +211,7 @@ class Semaphore:
     def __init__(self, win: Window, root: int) -> None:
         self._win, self.root = win, root
         self._size = win.size
-        self._local = asyncio.Lock()  # one ticket waiting per rank (see the class docstring)
+        self._local = _Turns()  # one ticket waiting per rank (see the class docstring)
 
     @classmethod
     async def create(cls, comm: Comm, value: int = 1, root: int = 0) -> Semaphore:
@@ -217,7 +257,7 @@ class Semaphore:
                     waiting = self._win.wait_until(self.WAKE, ">=", ticket + 1)
                     try:
                         await waiting
-                    except asyncio.CancelledError:
+                    except anyio.get_cancelled_exc_class():
                         waiting.add_done_callback(lambda _done: self._release_soon())
                         raise
                     return
@@ -293,7 +333,9 @@ class Event:
         await self._write(0)
 
     async def _write(self, value: int) -> None:
-        await asyncio.gather(*(self._win.signal(rank, 0, value) for rank in range(self._win.size)))
+        written = [self._win.signal(rank, 0, value) for rank in range(self._win.size)]
+        for request in written:
+            await request
 
     async def free(self) -> None:
         """Collective."""

@@ -9,6 +9,6 @@ fi
 if ! .venv/bin/python -c "import aiorma, mpi4py, pytest, ruff, mkdocs" 2>/dev/null \
    || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[mpich,test,plot,dev,docs]"
+  .venv/bin/python -m pip install --quiet -e ".[mpich,trio,test,plot,dev,docs]"
   touch .venv/.installed
 fi

@@ -1,6 +1,7 @@
-"""The public API under anyio's pytest plugin (asyncio backend), beside the pytest-asyncio tests:
-aiorma's ranks run inside an event loop that anyio's runner owns, and anyio's cancel scopes
-(``anyio.fail_after``) bound every wait."""
+"""The public API under anyio's pytest plugin, on both of its backends (asyncio and trio): aiorma's
+ranks run inside an event loop that anyio's runner owns — under trio with aiorma's asyncio
+machinery hosted in the trio run (aiorma._host) — and anyio's cancel scopes (``anyio.fail_after``)
+bound every wait."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from aiorma.transport.local import LocalNetwork
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiorma runs on asyncio; trio has no asyncio event loop to share
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 async def ring_and_locks(comm: aiorma.Comm) -> list[int]:

@@ -78,3 +78,20 @@ def test_notified_put_local() -> None:
 def test_notified_put_mpi() -> None:
     out = run_mpi(EXAMPLES / "notified_put.py", 2, timeout=80).stdout
     assert "rank 1: consumed 2000 blocks in order, sum 63968000" in out
+
+
+@pytest.mark.timeout(90)
+def test_trio_ring_local() -> None:
+    out = run_local("trio_ring.py", "--local", "3")
+    assert out.splitlines() == [
+        f"rank {r}: 200 fence epochs done, the timer ticked meanwhile: True" for r in range(3)
+    ]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_trio_ring_mpi() -> None:
+    out = run_mpi(EXAMPLES / "trio_ring.py", 3, timeout=80).stdout
+    assert sorted(re.findall(r"rank \d: 200 fence epochs done, the timer ticked meanwhile: True", out)) == [
+        f"rank {r}: 200 fence epochs done, the timer ticked meanwhile: True" for r in range(3)
+    ]

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .._host import runner_depth
 from ..errors import CollectiveStreamBroken
 
 JobFactory = Callable[[], Coroutine[Any, Any, Any]]
@@ -111,8 +112,12 @@ class SerialRunner:
         """Advance the current coroutine once.  True when it finished (the next job may start)."""
         coro, future = self._coro, self._future
         assert coro is not None and future is not None
+        runner_depth[0] += 1  # Requests awaited in the job yield asyncio futures, to us, even under trio
         try:
-            yielded = coro.send(None)
+            try:
+                yielded = coro.send(None)
+            finally:
+                runner_depth[0] -= 1
         except StopIteration as stop:
             self._coro = self._future = None
             if not future.done():
