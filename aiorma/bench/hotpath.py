@@ -3,6 +3,7 @@ mpi4py, in the same processes and interleaved round by round.
 
     python -m aiorma.bench hotpath [--iters N] [--repeats R] [--ranks P] [--json PATH]
                                    [--plot DIR [--compare PATH]] [--emulate-nodes K]
+                                   [--backend asyncio|trio]
 
 Launches itself on ``--ranks`` ranks (2 by default) under the mpich wheel's ``mpiexec``.  Rank 0
 is the origin, rank 1 the target, further ranks only take part in fences (allocated windows: on
@@ -221,6 +222,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--compare", type=Path, metavar="PATH", help="with --plot: an earlier --json result to draw beside"
     )
+    parser.add_argument(
+        "--backend",
+        choices=("asyncio", "trio"),
+        default="asyncio",
+        help="the event loop aiorma runs under (default %(default)s)",
+    )
     add_emulate_nodes_option(parser)
     options = parser.parse_args(argv)
     if options.ranks < 2:
@@ -230,11 +237,14 @@ def main(argv: list[str]) -> int:
 
     import aiorma
 
-    result = aiorma.run(run, options)
+    result = aiorma.run(run, options, backend=options.backend)
     if os.environ.get("PMI_RANK", "0") != "0":
         return 0
     thin = os.environ.get("AIORMA_THIN", "1") != "0"
-    print(f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}; µs per repetition")
+    print(
+        f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}, {options.backend}; "
+        "µs per repetition"
+    )
     print(f"{'case':22} {'mpi4py':>9} {'aiorma':>9} {'ratio':>7}")
     ratios = {}
     for case in CASES:
@@ -246,6 +256,7 @@ def main(argv: list[str]) -> int:
         record = {
             "ranks": options.ranks,
             "thin": thin,
+            "backend": options.backend,
             "emulate_nodes": options.emulate_nodes,
             "us": result,
             "ratio": ratios,
