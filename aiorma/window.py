@@ -456,7 +456,8 @@ class Window:
         ``wait_until``: at once if it does now.  Needs no epoch — it only reads local memory —
         and parks through the rank's waiter when there is nothing else to do.  Peers raise such
         words with :meth:`signal`, :meth:`put_signal` or any RMA call.  Cancelling an await of it
-        abandons only that wait."""
+        abandons only that wait.  A wait still pending when the window is freed fails with
+        :class:`~aiorma.WindowFreedError`."""
         self._check_open()
         if compare not in COMPARISONS:
             raise RmaUsageError(f"compare must be one of {', '.join(COMPARISONS)}, not {compare!r}")
@@ -533,6 +534,10 @@ class Window:
 
     async def _finish_free(self, engine_done: asyncio.Future[Any]) -> None:
         await engine_done
+        if self._watcher is not None:  # before the memory goes: a pending wait can never be met
+            self._watcher.fail(WindowFreedError("the window was freed while wait_until waited on it"))
+            self._watcher.close()
+            self._watcher = None
         copy = await self._endpoint.free_window(self.win_id)
         if copy is not None:
             self._memory = copy

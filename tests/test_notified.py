@@ -121,3 +121,19 @@ def test_signal_add_from_every_rank_loses_nothing() -> None:
         return value
 
     assert run(main, nprocs=4)[0] == 100
+
+
+@pytest.mark.timeout(60)
+def test_free_fails_a_pending_wait_until() -> None:
+    """A wait that can no longer be satisfied ends with the window: WindowFreedError, not a hang
+    (and never a look at memory that has been given back)."""
+
+    async def main(comm: aiorma.Comm) -> None:
+        words = await comm.win_allocate(1, np.int64)
+        pending = words.wait_until(0, "==", 99)
+        await comm.barrier()
+        await words.free()
+        with pytest.raises(aiorma.WindowFreedError):
+            await asyncio.wait_for(pending, 5)
+
+    run(main)

@@ -156,9 +156,9 @@ class Landing:
 
     async def close(self) -> None:
         """Collective: close the epochs (every RMA complete at its target) and free the windows."""
+        self.watcher.close()
         await self._flags.close()
         await self._data.close()
-        self.watcher.close()
 
     def progress(self) -> None:
         """Drive the transport once and re-check the flags (``Request.test`` of a collective)."""
@@ -353,7 +353,11 @@ class Landing:
         (this rank) and only grows, so a plain put is enough — no atomic, hence no work for
         ``dst``'s CPU even on another node; ``signal`` writes successive signals to one rank one
         after the other, so a later value never lands before an earlier one."""
-        self._flags.win.signal(dst, index, value)
+        written = self._flags.win.signal(dst, index, value)
+        if not written.done():
+            # Nobody awaits it: a failure reaches the collectives through the Comm's failure, so
+            # only mark it seen here (asyncio would log it as never retrieved).
+            written.add_done_callback(_retrieve)
 
 
 def _settle(future: asyncio.Future[None], request: Request) -> None:
@@ -365,3 +369,7 @@ def _settle(future: asyncio.Future[None], request: Request) -> None:
         future.set_exception(error)
     else:
         future.set_result(None)
+
+
+def _retrieve(request: Request) -> None:
+    request.exception()
