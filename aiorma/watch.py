@@ -126,7 +126,8 @@ class MemoryWatcher:
         _watchers.discard(self)
 
 
-_poke_scheduled: set[asyncio.AbstractEventLoop] = set()
+# Loops with a re-check scheduled (weakly: a loop closed before it ran must not be kept alive).
+_poke_scheduled: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def poke_all() -> None:
