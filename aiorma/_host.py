@@ -68,19 +68,21 @@ class HostedLoop(asyncio.SelectorEventLoop):
         self, callback: Callable[..., object], *args: Any, context: Any = None
     ) -> asyncio.Handle:
         handle = super().call_soon(callback, *args, context=context)
-        if self.asleep:
-            self.asleep = False
-            self._write_to_self()  # type: ignore[attr-defined]
+        self._wake_driver()
         return handle
 
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
     ) -> asyncio.TimerHandle:
         handle = super().call_at(when, callback, *args, context=context)
+        self._wake_driver()
+        return handle
+
+    def _wake_driver(self) -> None:
+        """Something new to run while the driver sleeps in trio: make the epoll fd readable."""
         if self.asleep:
             self.asleep = False
             self._write_to_self()  # type: ignore[attr-defined]
-        return handle
 
 
 async def _drive(loop: HostedLoop, stopped: Any) -> None:

@@ -179,6 +179,16 @@ class EpochRequest(Request):
         await self._close()
 
 
+def finish_as(future: asyncio.Future[None], request: Request) -> None:
+    """Finish ``future`` (if it is not yet) as the finished ``request`` did: its error, or None."""
+    if not future.done():
+        error = request.exception()
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(None)
+
+
 def completed_request(value: Any = None, description: str = "") -> Request:
     """A Request that is already finished (for calls with nothing left to wait for)."""
     return Request.finished(value, None, description)

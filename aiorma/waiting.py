@@ -93,7 +93,6 @@ class Waiter:
         self._on_failure = on_failure  # an exception escaped a turn: fail the rank's windows
         self.polled = endpoint.polled
         self.oversubscribed = ranks_on_node > cores_available()
-        self._spin = _SPIN
         self._sources: list[WaitSource] = []
         self._task: asyncio.Task[None] | None = None
         self._parked: asyncio.Future[bool] | None = None
@@ -160,7 +159,7 @@ class Waiter:
 
     async def _turns(self) -> None:
         endpoint = self._endpoint
-        spin, shared_core = self._spin, self.oversubscribed
+        spin, shared_core = _SPIN, self.oversubscribed
         while self._running:
             active = self._poll()
             if self._sources:

@@ -22,7 +22,7 @@ from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, EpochError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype
 from .progress import ProgressDriver
-from .request import EpochRequest, Request
+from .request import EpochRequest, Request, finish_as
 from .transport.base import Endpoint, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
@@ -498,12 +498,10 @@ class Window:
         if first.done():
             error = first.exception()
             return Request.finished(None, error, what) if error is not None else then()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def settle(second: Request) -> None:
-            if not future.done():
-                error = second.exception()
-                future.set_exception(error) if error is not None else future.set_result(None)
+        def settle(finished: Request) -> None:
+            finish_as(future, finished)
 
         def step(done: Request) -> None:
             try:

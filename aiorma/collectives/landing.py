@@ -51,7 +51,7 @@ import numpy as np
 
 from ..constants import MODE_NOCHECK, Op
 from ..info import Info
-from ..request import Request
+from ..request import Request, finish_as
 from ..watch import MemoryWatcher
 from ..window import Window
 from ..world import World
@@ -214,7 +214,7 @@ class Landing:
         if sent.done() and sent.exception() is None:
             return self._done
         tail = self._send_tail[dst] = self._loop.create_future()
-        sent.add_done_callback(lambda request: _settle(tail, request))
+        sent.add_done_callback(lambda request: finish_as(tail, request))
         return tail
 
     def recv(self, src: int, out: np.ndarray) -> Awaitable[None]:
@@ -358,17 +358,6 @@ class Landing:
             # Nobody awaits it: a failure reaches the collectives through the Comm's failure, so
             # only mark it seen here (asyncio would log it as never retrieved).
             written.add_done_callback(_retrieve)
-
-
-def _settle(future: asyncio.Future[None], request: Request) -> None:
-    """Finish ``future`` as ``request`` finished."""
-    if future.done():
-        return
-    error = request.exception()
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(None)
 
 
 def _retrieve(request: Request) -> None:
