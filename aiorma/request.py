@@ -170,8 +170,26 @@ class EpochRequest(Request):
         self._close = close
 
     async def __aenter__(self) -> EpochRequest:
-        await self
+        try:
+            await self
+        except BaseException:
+            # The opening took effect at the call, so an entry abandoned while it waits (a lock
+            # queued behind another rank's, a start whose target has not posted) must close the
+            # epoch now: otherwise it is granted later and held for good.  An opening that
+            # failed opened nothing.
+            if not self.done() or self.exception() is None:
+                self._close_abandoned()
+            raise
         return self
+
+    def _close_abandoned(self) -> None:
+        """Make the closing call for an entry given up; its completion runs in the background
+        (its outcome is retrieved, so a failure there adds no noise to the one propagating)."""
+        try:
+            closing = self._close()
+        except Exception:  # the window failed or was freed: nothing is held
+            return
+        closing.add_done_callback(Request.exception)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object

@@ -467,3 +467,120 @@ async def barrier_back_to_back(comm: aiorma.Comm) -> None:
     for request in requests:
         await request
     assert all(r.done() for r in requests)
+
+
+# ----------------------------------------------------------- cancelled entries into async with
+#
+# An ``async with`` block whose entry is cancelled while the opening call waits (a lock queued
+# behind another rank's, an access whose target has not posted) must close the epoch it opened:
+# the opening took effect at the call, so the closing call must too, or the epoch stays open for
+# good — granted later and never released.  The peer that holds the epoch up waits for the
+# giver-up's word (``signal``), so the wait is sure to be cancelled, on every transport and load.
+
+
+async def _gave_up(opening: aiorma.EpochRequest) -> None:
+    """Enter ``opening``'s block under a deadline that must expire; the block never runs."""
+    try:
+        async with asyncio.timeout(0.05):
+            async with opening:
+                raise AssertionError("entered a block whose opening was held up")
+    except TimeoutError:
+        return
+    raise AssertionError("the entry was not cancelled")
+
+
+async def _word_window(comm: aiorma.Comm) -> aiorma.Window:
+    """One signal word per rank, under a long-lived lock_all (signals need a passive epoch)."""
+    words = await comm.win_allocate(1, np.int64)
+    await words.lock_all(aiorma.MODE_NOCHECK)
+    return words
+
+
+async def _free_words(words: aiorma.Window) -> None:
+    await words.unlock_all()
+    await words.free()
+
+
+@scenario(min_size=2, sizes=(2, 3, 4))
+async def cancelled_lock_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
+    """A cancelled entry into ``async with win.lock(0)`` (held by rank 0) unlocks: rank 0's
+    release grants it, the engine releases it at once, and every rank then locks again."""
+    win = await comm.win_allocate(1, np.int64)
+    words = await _word_window(comm)
+    giver = comm.size - 1
+    for lock_type in (aiorma.LOCK_EXCLUSIVE, aiorma.LOCK_SHARED):
+        words.memory[0] = 0
+        await comm.barrier()
+        if comm.rank == 0:
+            held = win.lock(0, aiorma.LOCK_EXCLUSIVE)
+            await held
+        await comm.barrier()  # rank 0 holds its own lock from here
+        if comm.rank == giver:
+            await _gave_up(win.lock(0, lock_type))
+            await words.signal(0, 0, 1)
+        if comm.rank == 0:
+            await words.wait_until(0, ">=", 1)
+            await win.unlock(0)
+        async with win.lock(0, aiorma.LOCK_EXCLUSIVE):
+            win.accumulate(np.ones(1, np.int64), 0, 0, aiorma.SUM)
+        assert win.engine.open_epochs() == []
+        await comm.barrier()
+    if comm.rank == 0:
+        assert int(win.memory[0]) == 2 * comm.size
+    await _free_words(words)
+    await win.free()
+
+
+@scenario(min_size=2, sizes=(2, 3))
+async def cancelled_lock_all_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
+    """A cancelled entry into ``async with win.lock_all()`` while rank 0 holds its own window
+    exclusively unlocks all: the next lock_all is granted, and rank 0's lock again."""
+    win = await comm.win_allocate(1, np.int64)
+    words = await _word_window(comm)
+    giver = comm.size - 1
+    if comm.rank == 0:
+        await win.lock(0, aiorma.LOCK_EXCLUSIVE)
+    await comm.barrier()
+    if comm.rank == giver:
+        await _gave_up(win.lock_all())
+        await words.signal(0, 0, 1)
+    if comm.rank == 0:
+        await words.wait_until(0, ">=", 1)
+        await win.unlock(0)
+    async with win.lock_all():
+        win.accumulate(np.ones(1, np.int64), 0, 0, aiorma.SUM)
+    await comm.barrier()
+    async with win.lock(0, aiorma.LOCK_EXCLUSIVE):
+        pass
+    assert win.engine.open_epochs() == []
+    await comm.barrier()
+    if comm.rank == 0:
+        assert int(win.memory[0]) == comm.size
+    await _free_words(words)
+    await win.free()
+
+
+@scenario(min_size=2, sizes=(2, 3))
+async def cancelled_start_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
+    """A cancelled entry into ``async with win.start([0])`` before rank 0 posts completes the
+    access epoch: rank 0's post is matched by it, its ``wait`` completes, and the next epochs
+    of both still match (the counters stayed in step)."""
+    win = await comm.win_allocate(1, np.int64)
+    words = await _word_window(comm)
+    giver = comm.size - 1
+    if comm.rank == giver:
+        await _gave_up(win.start([0]))
+        await words.signal(0, 0, 1)
+        async with win.start([0]):
+            win.put(np.array([7], np.int64), 0, 0)
+    if comm.rank == 0:
+        await words.wait_until(0, ">=", 1)
+        async with win.post([giver]):
+            pass  # the abandoned access epoch (no RMA)
+        async with win.post([giver]):
+            pass  # the next one carries the put
+        assert int(win.memory[0]) == 7
+    assert win.engine.open_epochs() == []
+    await comm.barrier()
+    await _free_words(words)
+    await win.free()
