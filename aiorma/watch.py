@@ -65,8 +65,10 @@ class MemoryWatcher:
         self._guard: asyncio.TimerHandle | None = None
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
-        if waiter.polled:
-            waiter.add_source(self)
+        # A source of the rank's waiter on every transport: the waiter re-checks it after each
+        # poll where there is one, and fails it when the rank fails (a peer left: the write it
+        # waits for may never come).
+        waiter.add_source(self)
         _watchers.add(self)
 
     def wait(self, index: int, value: Any, compare: str = ">=") -> asyncio.Future[None]:

@@ -567,6 +567,10 @@ class Window:
         return self._call(self._engine.rma(op.target, op), what, value)
 
     def _check_open(self) -> None:
+        # A failed window refuses every call with its failure, whichever path would serve the
+        # call (the inline one never looks at the engine's failure itself).
+        if self._engine.failure is not None:
+            raise self._engine.failure
         if self._engine.freeing:
             raise WindowFreedError("the window has been freed")
         if self._driver.engines.get(self._engine.win_id) is not self._engine:

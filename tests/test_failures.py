@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -251,3 +251,79 @@ def test_a_rank_raising_system_exit_ends_run_with_it() -> None:
     # rank 1 either had not started its barrier (a collective after the failure: failed at once,
     # CollectiveStreamBroken naming the PeerFailed) or was in it (PeerFailed)
     assert isinstance(seen.get(1), RmaFailure) and "SystemExit" in str(seen.get(1)), seen
+
+
+def _failed(exc: BaseException | None) -> str:
+    """A collective fails with PeerFailed, or CollectiveStreamBroken naming it, on each rank."""
+    return "failed" if isinstance(exc, RmaFailure) else repr(exc)
+
+
+async def calls_on_a_failed_window(comm: aiorma.Comm, failing: int) -> dict[str, str]:
+    """Epochs left open towards ranks that never answer, a wait on own memory pending, then rank
+    ``failing`` raises: what each pending wait ends with, and what each later call raises at the
+    call ("returned" if it handed back a Request instead).  Used in-process here and under
+    mpiexec by tests/mpi_scripts/departure.py."""
+    silent = 2  # never posts: rank 0's access to it stays ungranted
+    locked = await comm.win_allocate(1, np.int64)
+    exposed = await comm.win_allocate(1, np.int64)
+    access = await comm.win_allocate(1, np.int64)
+    words = await comm.win_allocate(2, np.int64)
+    seen: dict[str, str] = {}
+    if comm.rank == 0:
+        await locked.lock(silent, LOCK_EXCLUSIVE)  # granted: rank 2 is passive
+        exposed.post([failing])  # the failing rank never starts
+        access.start([silent])  # never granted
+        pending = words.wait_until(0, ">=", 1)
+    # The failing rank may leave this barrier while a peer's part of it is still on its way:
+    # that peer's barrier fails then, which is as good as failing the next one.
+    first = await outcome(comm.barrier(), 10)
+    if comm.rank == failing:
+        raise Boom(f"rank {failing} leaves")
+    seen["barrier"] = _failed(first or await outcome(comm.barrier(), 10))
+    if comm.rank != 0:
+        return seen
+    seen["wait_until pending"] = type(await outcome(pending)).__name__
+    calls: dict[str, Callable[[], object]] = {
+        "wait": exposed.wait,
+        "unlock": lambda: locked.unlock(silent),
+        "complete": access.complete,
+        "put": lambda: locked.put(np.ones(1, np.int64), silent, 0),
+        "flush": lambda: locked.flush(silent),
+        "wait_until": lambda: words.wait_until(1, ">=", 1),
+        "lock": lambda: words.lock(silent),
+        "fence": words.fence,
+    }
+    for name, call in calls.items():
+        try:
+            call()
+        except Exception as exc:
+            seen[name] = type(exc).__name__
+        else:
+            seen[name] = "returned"
+    return seen
+
+
+@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
+def test_every_call_on_a_failed_window_raises_at_the_call(thin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a peer failed, a pending wait_until fails with PeerFailed and every later call —
+    wait after a post, unlock of a held lock, complete of an ungranted start, RMA, flush,
+    wait_until, new epochs — raises PeerFailed at the call, whichever path serves the call."""
+    if not thin:
+        monkeypatch.setenv("AIORMA_THIN", "0")
+    results: dict[int, dict[str, str]] = {}
+
+    async def main(comm: aiorma.Comm) -> None:
+        try:
+            results[comm.rank] = await calls_on_a_failed_window(comm, failing=1)
+        except Boom:
+            raise
+        except BaseException as exc:
+            results[comm.rank] = {"raised": repr(exc)}
+            raise
+
+    with pytest.raises(Boom):
+        aiorma.run(main, nprocs=3)
+    assert results[2] == {"barrier": "failed"}
+    assert results[0] == {"barrier": "failed"} | dict.fromkeys(
+        ["wait_until pending", "wait", "unlock", "complete", "put", "flush", "wait_until",
+         "lock", "fence"], "PeerFailed"), results[0]
