@@ -135,3 +135,12 @@ for when in ("before Init", "after Finalize"):
     assert "before Init refused: connect: MPI is not initialised" in result.stdout
     assert "after Finalize refused: connect: MPI is already finalized" in result.stdout
 
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_progress_driven_while_connect_closes(nprocs: int) -> None:
+    """``aiorma.progress()`` called without pause by another task while ``connect`` closes:
+    the close (its collectives thread freeing the windows) and the process end cleanly."""
+    results = run_mpi_json(SCRIPTS / "progress_during_close.py", nprocs, timeout=120)
+    assert all(r["during_close"] > 0 for r in results), results  # progress really ran meanwhile

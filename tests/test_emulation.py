@@ -31,10 +31,14 @@ if comm.rank == 0:
 """.replace("EMULATE_ENV", repr(EMULATE_ENV))
 
 
-def test_command_without_emulation_is_plain() -> None:
+def test_command_without_emulation_is_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UCX_LOG_LEVEL", raising=False)
+    quiet = ["-genv", "UCX_LOG_LEVEL", "error"]  # the launcher's one addition (QUIET_UCX)
     command = mpiexec_command(3, ["prog", "arg"])
-    assert command[1:] == ["-n", "3", "prog", "arg"]
-    assert mpiexec_command(3, ["prog"], emulate_nodes=1)[1:] == ["-n", "3", "prog"]
+    assert command[1:] == ["-n", "3", *quiet, "prog", "arg"]
+    assert mpiexec_command(3, ["prog"], emulate_nodes=1)[1:] == ["-n", "3", *quiet, "prog"]
+    monkeypatch.setenv("UCX_LOG_LEVEL", "info")  # the caller's own level wins
+    assert mpiexec_command(3, ["prog"])[1:] == ["-n", "3", "prog"]
     with pytest.raises(ValueError):
         mpiexec_command(2, ["prog"], emulate_nodes=-1)
 

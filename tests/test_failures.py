@@ -304,7 +304,9 @@ async def calls_on_a_failed_window(comm: aiorma.Comm, failing: int) -> dict[str,
 
 
 @pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
-def test_every_call_on_a_failed_window_raises_at_the_call(thin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_call_on_a_failed_window_raises_at_the_call(
+    thin: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """After a peer failed, a pending wait_until fails with PeerFailed and every later call —
     wait after a post, unlock of a held lock, complete of an ungranted start, RMA, flush,
     wait_until, new epochs — raises PeerFailed at the call, whichever path serves the call."""

@@ -30,6 +30,14 @@ from pathlib import Path
 EMULATE_ENV = "AIORMA_EMULATE_NODES"
 
 
+#: Set in the ranks' environment unless the caller chose a level: MPICH's UCX layer warns at
+#: exit about every registration still in use, and a rank that left by an exception (or stayed
+#: behind one) cannot free its windows — freeing is collective — so each rank printed about a
+#: hundred "not returned to mpool" lines that buried the failure's own traceback.  Errors still
+#: print.  docs/embedding.md tells users who run their own mpiexec to set it too.
+QUIET_UCX = ("UCX_LOG_LEVEL", "error")
+
+
 def under_mpiexec() -> bool:
     """True inside a process started by mpiexec (hydra sets PMI_RANK)."""
     return "PMI_RANK" in os.environ or "OMPI_COMM_WORLD_RANK" in os.environ
@@ -88,6 +96,8 @@ def mpiexec_command(nprocs: int, argv: Sequence[str], emulate_nodes: int = 0) ->
     if nprocs < 1:
         raise ValueError(f"nprocs must be at least 1, not {nprocs}")
     command = [find_mpiexec(), "-n", str(nprocs)]
+    if QUIET_UCX[0] not in os.environ:
+        command += ["-genv", *QUIET_UCX]
     if emulate_nodes >= 2:
         command += ["-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", EMULATE_ENV, str(emulate_nodes)]
         # hydra sets PMI_RANK per rank; the shell reads it inside the new namespace, then becomes

@@ -655,6 +655,10 @@ class MpiEndpoint:
         anything was reported."""
         sink = self._sink
         assert sink is not None, "attach() a sink before polling"
+        if self._closed:
+            # Closing or closed: the collectives thread frees these windows, and an MPI call on a
+            # window being freed crashes the process (aiorma.progress() reaches every endpoint).
+            return False
         if self._busy is not None:
             self._busy.polled_at = time.monotonic()
         active = False
@@ -784,7 +788,7 @@ class MpiEndpoint:
         rings (Dekker's handshake: the flag is in the peer's memory before our last poll, the
         peer's write in ours before it reads the flag).  Peers on this node get the flag by an
         atomic into shared memory, peers on other nodes by a put + ``Flush`` (passive there)."""
-        if parked == self._parked:
+        if parked == self._parked or self._closed:
             return
         self._parked = parked
         flag = self._word_buffers[0]
@@ -879,6 +883,9 @@ class MpiEndpoint:
         self._writes.clear()
 
         def free() -> None:
+            # A blocking call still running in the RMA worker (a CAS, a Flush) uses these windows:
+            # let it finish before they go.
+            self._blocking.shutdown(wait=True)
             with map_transport_errors("close"):
                 # Our own operations complete as the peers unlock in this same collective.
                 MPI.Request.Waitall(pending)
