@@ -96,8 +96,13 @@ class Comm:
     Comm — every rank calls them, in the same order — and run on RMA windows (docs/collectives.md).
     Each takes effect at the call and returns a :class:`~aiorma.Request` that completes when this
     rank's part is done: its receive buffer is filled and its send buffer may be reused.  Any
-    number may be in flight.  Buffers are numpy arrays (or mpi4py buffer specs), ``recv`` holding
-    ``size`` blocks where MPI's would; a wrong buffer, op, root or algorithm raises an
+    number may be in flight.  Each has two forms, as in mpi4py: called with a receive buffer
+    (numpy arrays or mpi4py buffer specs, ``recv`` holding ``size`` blocks where MPI's would;
+    for ``bcast`` a numpy array, filled in place) it is the buffer form (mpi4py's uppercase
+    methods) and its Request's result is None; called without one (``gather(obj, root)``,
+    ``allreduce(obj, op)``, ``bcast(obj, root)`` for anything but an array) it takes Python objects
+    and its Request's result is the object(s), as mpi4py's lowercase methods (:attr:`objects` forces
+    that form; docs/collectives.md).  A wrong buffer, object, op, root or algorithm raises an
     :class:`~aiorma.RmaUsageError` subclass at the call, on the calling rank, and changes nothing.
     A rank that failed fails the collectives waiting on it with :class:`~aiorma.PeerFailed`.
     """
