@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec
 
 import numpy as np
 
 from ._host import hosted
 from .collectives.api import Collectives
+from .collectives.objects import ObjectCollectives, is_buffer
+from .constants import Op
 from .engine.actions import EpochEvent
 from .errors import EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
@@ -30,6 +32,44 @@ def _physical_memory() -> int | None:
 
 
 P = ParamSpec("P")
+
+
+class _Missing:
+    """The default of the arguments whose presence chooses the object or the buffer form."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+MISSING: Any = _Missing()
+
+
+def _object_args(what: str, given: list[Any], defaults: list[Any], options: dict[str, Any]) -> list[Any]:
+    """The object form's arguments after the first, from the buffer form's slots.
+
+    ``given`` holds the slots after the first (the receive buffer's first), MISSING where not
+    passed.  The object form has no receive buffer, so what was passed positionally in its slot
+    is the object form's next argument (``gather(obj, 1)``: root 1): the passed values, in slot
+    order, are the object form's arguments in order, then the defaults fill the rest."""
+    for name, value in options.items():
+        if value is not None:
+            raise RmaUsageError(f"{name}= applies to the buffer form of {what}, not to its object form")
+    if given[0] is MISSING:
+        values = given[1:]
+    else:
+        values = [v for v in given if v is not MISSING]
+        if len(values) > len(defaults):
+            raise RmaUsageError(f"{what} of an object takes {len(defaults)} arguments after the object")
+        values += [MISSING] * (len(defaults) - len(values))
+    return [default if value is MISSING else value for value, default in zip(values, defaults, strict=True)]
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is MISSING else value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 def _forward(
@@ -56,8 +96,13 @@ class Comm:
     Comm — every rank calls them, in the same order — and run on RMA windows (docs/collectives.md).
     Each takes effect at the call and returns a :class:`~aiorma.Request` that completes when this
     rank's part is done: its receive buffer is filled and its send buffer may be reused.  Any
-    number may be in flight.  Buffers are numpy arrays (or mpi4py buffer specs), ``recv`` holding
-    ``size`` blocks where MPI's would; a wrong buffer, op, root or algorithm raises an
+    number may be in flight.  Each has two forms, as in mpi4py: called with a receive buffer
+    (numpy arrays or mpi4py buffer specs, ``recv`` holding ``size`` blocks where MPI's would;
+    for ``bcast`` a numpy array, filled in place) it is the buffer form (mpi4py's uppercase
+    methods) and its Request's result is None; called without one (``gather(obj, root)``,
+    ``allreduce(obj, op)``, ``bcast(obj, root)`` for anything but an array) it takes Python objects
+    and its Request's result is the object(s), as mpi4py's lowercase methods (:attr:`objects` forces
+    that form; docs/collectives.md).  A wrong buffer, object, op, root or algorithm raises an
     :class:`~aiorma.RmaUsageError` subclass at the call, on the calling rank, and changes nothing.
     A rank that failed fails the collectives waiting on it with :class:`~aiorma.PeerFailed`.
     """
@@ -71,6 +116,7 @@ class Comm:
         # _collective_window.
         self._unclaimed: tuple[tuple[object, ...], asyncio.Future[Window]] | None = None
         self._collectives: Collectives | None = None
+        self._objects: ObjectCollectives | None = None
 
     @property
     def history(self) -> bool:
@@ -190,15 +236,156 @@ class Comm:
     # RmaUsageError for options) and change nothing.  ``algorithm=`` overrides the choice of the
     # LogGP model; ``nodes=`` (one node label per rank) enables the node-leader algorithms.
 
-    # Each is defined once, on Collectives (signature, checks, docstring); the Comm forwards.
+    # Each buffer form is defined once, on Collectives (signature, checks, docstring); the object
+    # forms once, on ObjectCollectives.  The Comm's methods choose between them by their arguments.
     barrier = _forward(Collectives.barrier)
-    bcast = _forward(Collectives.bcast)
-    reduce = _forward(Collectives.reduce)
-    allreduce = _forward(Collectives.allreduce)
-    allgather = _forward(Collectives.allgather)
-    gather = _forward(Collectives.gather)
-    scatter = _forward(Collectives.scatter)
-    alltoall = _forward(Collectives.alltoall)
+
+    @property
+    def objects(self) -> ObjectCollectives:
+        """The object form of every collective, whatever the arguments' types:
+        ``comm.objects.bcast(array, 0)`` broadcasts a numpy array as a pickled object (where
+        ``comm.bcast(array, 0)`` would broadcast into it in place)."""
+        if self._objects is None:
+            self._objects = ObjectCollectives(self.collectives)
+        return self._objects
+
+    def bcast(
+        self,
+        buf: Any,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        k: int | None = None,
+        tree: Any = None,
+        topology: Any = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Broadcast from ``root``: the buffer form for a numpy array (or an mpi4py buffer spec),
+        the object form for anything else.
+
+        * ``bcast(array, root)``: root's array is copied into ``array`` on every rank, in place
+          (:meth:`aiorma.collectives.Collectives.bcast`, which lists ``algorithm=``, ``k=``,
+          ``tree=``, ``topology=`` and ``nodes=``); the result is None.
+        * ``bcast(obj, root)``: the result is root's ``obj`` (unpickled: a copy) on every rank;
+          ``obj`` is ignored elsewhere.
+
+        Every rank must choose the same form: mpi4py's ``bcast(array if rank == 0 else None)``
+        mixes them; write ``comm.objects.bcast(...)`` for an array as an object."""
+        if is_buffer(buf):
+            return self.collectives.bcast(
+                buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes
+            )
+        options = {"algorithm": algorithm, "k": k, "tree": tree, "topology": topology, "nodes": nodes}
+        (root,) = _object_args("bcast", [root], [0], options)
+        return self.objects.bcast(buf, root)
+
+    def reduce(
+        self,
+        send: Any,
+        recv: Any = MISSING,
+        op: Any = MISSING,
+        root: Any = MISSING,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Combine every rank's contribution with ``op`` (default SUM) in rank order at ``root``.
+
+        * ``reduce(send, recv, op, root)`` (``recv`` an array, or None off the root): the buffer
+          form (:meth:`aiorma.collectives.Collectives.reduce`); the result is None.
+        * ``reduce(obj, op=SUM, root=0)``, no receive buffer: the object form; the result is
+          ``obj0 op obj1 op …`` (Python values, as mpi4py combines them) at ``root``, None
+          elsewhere."""
+        if recv is not MISSING and (recv is None or is_buffer(recv)):
+            return self.collectives.reduce(
+                send, recv, _given(op, Op.SUM), _given(root, 0), algorithm=algorithm, nodes=nodes
+            )
+        op, root = _object_args(
+            "reduce", [recv, op, root], [Op.SUM, 0], {"algorithm": algorithm, "nodes": nodes}
+        )
+        return self.objects.reduce(send, op, root)
+
+    def allreduce(
+        self,
+        send: Any,
+        recv: Any = MISSING,
+        op: Any = MISSING,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Combine every rank's contribution with ``op`` (default SUM) in rank order, on every rank.
+
+        * ``allreduce(send, recv, op)``: the buffer form
+          (:meth:`aiorma.collectives.Collectives.allreduce`); the result is None.
+        * ``allreduce(obj, op=SUM)``, no receive buffer: the object form; the result is
+          ``obj0 op obj1 op …`` on every rank."""
+        if recv is not MISSING and is_buffer(recv):
+            return self.collectives.allreduce(
+                send, recv, _given(op, Op.SUM), algorithm=algorithm, nodes=nodes
+            )
+        (op,) = _object_args("allreduce", [recv, op], [Op.SUM], {"algorithm": algorithm, "nodes": nodes})
+        return self.objects.allreduce(send, op)
+
+    def allgather(
+        self,
+        send: Any,
+        recv: Any = MISSING,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Request:
+        """Every rank's contribution on every rank.
+
+        * ``allgather(send, recv)``: the buffer form
+          (:meth:`aiorma.collectives.Collectives.allgather`); the result is None.
+        * ``allgather(obj)``: the object form; the result is the list of every rank's ``obj``."""
+        if recv is not MISSING:
+            return self.collectives.allgather(send, recv, algorithm=algorithm, nodes=nodes)
+        _object_args("allgather", [recv], [], {"algorithm": algorithm, "nodes": nodes})
+        return self.objects.allgather(send)
+
+    def gather(
+        self, send: Any, recv: Any = MISSING, root: Any = MISSING, *, algorithm: str | None = None
+    ) -> Request:
+        """Every rank's contribution at ``root``.
+
+        * ``gather(send, recv, root)`` (``recv`` an array, or None off the root): the buffer form
+          (:meth:`aiorma.collectives.Collectives.gather`); the result is None.
+        * ``gather(obj, root=0)``, no receive buffer (an integer second argument is the root):
+          the object form; the result is the list of every rank's ``obj`` at ``root``, None
+          elsewhere."""
+        if recv is not MISSING and not _is_int(recv):
+            return self.collectives.gather(send, recv, _given(root, 0), algorithm=algorithm)
+        (root,) = _object_args("gather", [recv, root], [0], {"algorithm": algorithm})
+        return self.objects.gather(send, root)
+
+    def scatter(
+        self, send: Any, recv: Any = MISSING, root: Any = MISSING, *, algorithm: str | None = None
+    ) -> Request:
+        """Root's ``size`` pieces, one to each rank.
+
+        * ``scatter(send, recv, root)``: the buffer form
+          (:meth:`aiorma.collectives.Collectives.scatter`); the result is None.
+        * ``scatter(seq, root=0)``, no receive buffer (an integer second argument is the root):
+          the object form; rank ``i``'s result is ``seq[i]`` of root's ``seq`` (``size`` items;
+          ignored elsewhere)."""
+        if recv is not MISSING and not _is_int(recv):
+            return self.collectives.scatter(send, recv, _given(root, 0), algorithm=algorithm)
+        (root,) = _object_args("scatter", [recv, root], [0], {"algorithm": algorithm})
+        return self.objects.scatter(send, root)
+
+    def alltoall(self, send: Any, recv: Any = MISSING, *, algorithm: str | None = None) -> Request:
+        """Piece ``j`` of rank ``i``'s contribution to rank ``j``, as its piece ``i``.
+
+        * ``alltoall(send, recv)``: the buffer form
+          (:meth:`aiorma.collectives.Collectives.alltoall`); the result is None.
+        * ``alltoall(seq)``: the object form (``size`` items on every rank); the result is the
+          list of the items sent to this rank, in rank order."""
+        if recv is not MISSING:
+            return self.collectives.alltoall(send, recv, algorithm=algorithm)
+        _object_args("alltoall", [recv], [], {"algorithm": algorithm})
+        return self.objects.alltoall(send)
 
     async def _start(self) -> None:
         await self.world.start()

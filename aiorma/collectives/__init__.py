@@ -6,6 +6,7 @@ machinery (docs/collectives.md explains it):
 
 * :mod:`.landing` — per-Comm landing windows and the flag/credit protocol;
 * :mod:`.runner` — runs a Comm's collectives in call order, the first step inside the call;
+* :mod:`.objects` — the object form (mpi4py's lowercase collectives: pickled Python objects);
 * :mod:`.watcher` — notices flags raised by peers;
 * :mod:`.barrier`, :mod:`.bcast`, :mod:`.reduce`, :mod:`.gather` — the algorithms;
 * :mod:`.schedules` — their communication patterns as pure functions;

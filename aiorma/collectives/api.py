@@ -38,6 +38,8 @@ from .schedules import check_tree, node_groups, tree_parent_children
 from .topology import build_bcast_tree
 
 Groups = list[list[int]]
+#: What :meth:`Collectives.submit` queues: a coroutine function, called when the job starts.
+JobFactory = Callable[[], Coroutine[Any, Any, Any]]
 
 
 def _bytes(array: np.ndarray) -> np.ndarray:
@@ -206,6 +208,22 @@ class Collectives:
         ``"scatter_allgather"``, ``"tree"`` (along ``tree={rank: [children]}``, or the tree
         :func:`aiorma.collectives.topology.build_bcast_tree` makes from ``topology=``) or
         ``"hierarchical"`` (node leaders; ``nodes=`` one label per rank, else host names)."""
+        job = self.bcast_job(buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes)
+        return self.submit(job, "bcast")
+
+    def bcast_job(
+        self,
+        buf: np.ndarray,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        k: int | None = None,
+        tree: Any = None,
+        topology: Any = None,
+        nodes: Sequence[object] | None = None,
+    ) -> JobFactory:
+        """:meth:`bcast`'s arguments checked now, its work as a job for :meth:`submit` or for
+        another collective's job to await (``await job()``) as one of its steps."""
         data = check.recv_buffer(buf, "bcast buffer")
         root = check.root(root, self.size)
         algo = check.algorithm(algorithm, tuple(select.BCAST), "bcast")
@@ -226,7 +244,7 @@ class Collectives:
             links = ()
         view = _bytes(data)
         if algo is None and ways is None and labels is None:  # the common call
-            return self.submit(functools.partial(self._default_bcast, view, root), "bcast")
+            return functools.partial(self._default_bcast, view, root)
 
         async def job() -> None:
             if self.size == 1 or view.size == 0:
@@ -240,7 +258,7 @@ class Collectives:
             call = select.Call(self.landing, self.everyone, root, groups=groups, k=k, links=links)
             await self._run(select.BCAST[name], call, view)
 
-        return self.submit(job, "bcast")
+        return job
 
     async def _default_bcast(self, view: np.ndarray, root: int) -> None:
         if self.size == 1 or view.size == 0:
@@ -396,6 +414,17 @@ class Collectives:
 
         ``algorithm``: ``"ring"``, ``"recursive_doubling"`` (power-of-two sizes), ``"bruck"`` or
         ``"hierarchical"`` (node leaders)."""
+        return self.submit(self.allgather_job(send, recv, algorithm=algorithm, nodes=nodes), "allgather")
+
+    def allgather_job(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> JobFactory:
+        """:meth:`allgather`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLGATHER), "allgather")
         source = check.send_buffer(send, "allgather send buffer")
         target = check.recv_buffer(recv, "allgather receive buffer")
@@ -418,13 +447,19 @@ class Collectives:
             call = select.Call(self.landing, self.everyone, groups=groups)
             await self._run(select.ALLGATHER[name], call, out, block)
 
-        return self.submit(job, "allgather")
+        return job
 
     def gather(
         self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
     ) -> Request:
         """``recv`` at ``root`` (``size`` blocks of ``send.size`` elements) gets block ``i`` from
         rank ``i``; ``recv`` is ignored elsewhere.  ``algorithm``: ``"direct"`` or ``"binomial"``."""
+        return self.submit(self.gather_job(send, recv, root, algorithm=algorithm), "gather")
+
+    def gather_job(
+        self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
+    ) -> JobFactory:
+        """:meth:`gather`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
         algo = check.algorithm(algorithm, tuple(select.GATHER), "gather")
         root = check.root(root, self.size)
         source = check.send_buffer(send, "gather send buffer")
@@ -445,7 +480,7 @@ class Collectives:
             self._ran(f"gather:{name}")
             await self._run(select.GATHER[name], select.Call(self.landing, self.everyone, root), out, mine)
 
-        return self.submit(job, "gather")
+        return job
 
     def scatter(
         self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
@@ -453,6 +488,12 @@ class Collectives:
         """``recv`` on rank ``i`` gets block ``i`` of ``send`` at ``root`` (``size`` blocks of
         ``recv.size`` elements); ``send`` is ignored elsewhere.  ``algorithm``: ``"direct"`` or
         ``"binomial"``."""
+        return self.submit(self.scatter_job(send, recv, root, algorithm=algorithm), "scatter")
+
+    def scatter_job(
+        self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
+    ) -> JobFactory:
+        """:meth:`scatter`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
         algo = check.algorithm(algorithm, tuple(select.SCATTER), "scatter")
         root = check.root(root, self.size)
         target = check.recv_buffer(recv, "scatter receive buffer")
@@ -473,12 +514,16 @@ class Collectives:
             self._ran(f"scatter:{name}")
             await self._run(select.SCATTER[name], select.Call(self.landing, self.everyone, root), src, mine)
 
-        return self.submit(job, "scatter")
+        return job
 
     def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
         """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``
         (both hold ``size`` equal blocks).  ``algorithm``: ``"direct"`` (every block put at once;
         per-source arrival counters) or ``"pairwise"``."""
+        return self.submit(self.alltoall_job(send, recv, algorithm=algorithm), "alltoall")
+
+    def alltoall_job(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> JobFactory:
+        """:meth:`alltoall`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLTOALL), "alltoall")
         source = check.send_buffer(send, "alltoall send buffer")
         target = check.recv_buffer(recv, "alltoall receive buffer")
@@ -500,7 +545,7 @@ class Collectives:
             self._ran(f"alltoall:{name}")
             await self._run(select.ALLTOALL[name], select.Call(self.landing, self.everyone), src, out, block)
 
-        return self.submit(job, "alltoall")
+        return job
 
 
 def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int, list[int]]:

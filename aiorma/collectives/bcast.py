@@ -19,7 +19,7 @@ async def tree_bcast(ch: Landing, buf: np.ndarray, parent: int | None, children:
     """Receive ``buf`` from ``parent`` (unless we are the root) and pass it on to ``children``
     (global ranks, in send order), chunk by chunk as chunks arrive."""
     if parent is None:
-        await _all([ch.send(child, buf) for child in children])
+        await await_all([ch.send(child, buf) for child in children])
         return
     if not children:
         await ch.recv(parent, buf)
@@ -32,7 +32,7 @@ async def tree_bcast(ch: Landing, buf: np.ndarray, parent: int | None, children:
             forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi])))
 
     await ch.recv_with(parent, int(buf.size), land)
-    await _all(forwards)
+    await await_all(forwards)
 
 
 async def knomial_bcast(ch: Landing, buf: np.ndarray, group: Sequence[int], root: int, k: int) -> None:
@@ -70,7 +70,7 @@ async def scatter_allgather_bcast(ch: Landing, buf: np.ndarray, group: Sequence[
     parent_v = knomial_parent(v, 2)
     if parent_v is not None:
         await ch.recv(rank_of(parent_v), span(v, own))
-    await _all(
+    await await_all(
         [ch.send(rank_of(c), span(c, binomial_subtree(c, size))) for c in knomial_children(v, size, 2)]
     )
     # ring allgather on relative indices: step s passes block v − s to the right
@@ -78,7 +78,7 @@ async def scatter_allgather_bcast(ch: Landing, buf: np.ndarray, group: Sequence[
     for step in range(size - 1):
         out_block = (v - step) % size
         in_block = (v - step - 1) % size
-        await _all([ch.send(right, span(out_block, 1)), ch.recv(left, span(in_block, 1))])
+        await await_all([ch.send(right, span(out_block, 1)), ch.recv(left, span(in_block, 1))])
 
 
 async def hierarchical_bcast(
@@ -96,7 +96,7 @@ async def hierarchical_bcast(
         await knomial_bcast(ch, buf, node, 0, k)
 
 
-async def _all(awaitables: Sequence[Awaitable[None]]) -> None:
+async def await_all(awaitables: Sequence[Awaitable[None]]) -> None:
     """Await several transfers at once; the first error propagates once all have finished."""
     # Messages sent inside their call come back as finished futures: leave them out, so that a
     # step with one transfer left to wait for awaits it directly (no task, no loop turn).

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .bcast import _all, knomial_bcast
+from .bcast import await_all, knomial_bcast
 from .landing import Landing
 from .schedules import binomial_subtree, knomial_children, knomial_parent
 
@@ -30,7 +30,7 @@ async def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequen
     right, left = group[(me + 1) % size], group[(me - 1) % size]
     for step in range(size - 1):
         out_block, in_block = (me - step) % size, (me - step - 1) % size
-        await _all(
+        await await_all(
             [
                 ch.send(right, _blocks(out, block, out_block, 1)),
                 ch.recv(left, _blocks(out, block, in_block, 1)),
@@ -50,7 +50,7 @@ async def recursive_doubling_allgather(
         partner = me ^ mask
         mine = me & ~(mask - 1)
         theirs = partner & ~(mask - 1)
-        await _all(
+        await await_all(
             [
                 ch.send(group[partner], _blocks(out, block, mine, mask)),
                 ch.recv(group[partner], _blocks(out, block, theirs, mask)),
@@ -70,7 +70,7 @@ async def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Seque
     have = 1
     while have < size:
         count = min(have, size - have)
-        await _all(
+        await await_all(
             [
                 ch.send(group[(me - have) % size], work[: count * block]),
                 ch.recv(group[(me + have) % size], work[have * block : (have + count) * block]),
@@ -94,7 +94,7 @@ async def hierarchical_allgather(
     if ch.rank != leader:
         await ch.send(leader, _blocks(out, block, ch.rank, 1))
     else:
-        await _all([ch.recv(r, _blocks(out, block, r, 1)) for r in my_node[1:]])
+        await await_all([ch.recv(r, _blocks(out, block, r, 1)) for r in my_node[1:]])
         leaders = [members[0] for members in groups]
         count = len(leaders)
         me = leaders.index(leader)
@@ -106,7 +106,7 @@ async def hierarchical_allgather(
         for step in range(count - 1):
             out_node, in_node = groups[(me - step) % count], groups[(me - step - 1) % count]
             bundle = np.empty(len(in_node) * block, np.uint8)
-            await _all([ch.send(right, pack(out_node)), ch.recv(left, bundle)])
+            await await_all([ch.send(right, pack(out_node)), ch.recv(left, bundle)])
             for j, r in enumerate(in_node):
                 out[r * block : (r + 1) * block] = bundle[j * block : (j + 1) * block]
     if len(my_node) > 1:
@@ -127,7 +127,7 @@ async def direct_gather(
         return
     assert out is not None
     _blocks(out, block, root, 1)[...] = mine
-    await _all([ch.recv(group[i], _blocks(out, block, i, 1)) for i in range(len(group)) if i != root])
+    await await_all([ch.recv(group[i], _blocks(out, block, i, 1)) for i in range(len(group)) if i != root])
 
 
 async def binomial_gather(
@@ -143,7 +143,7 @@ async def binomial_gather(
     work = np.empty(span * block, np.uint8)  # relative indices v .. v+span-1
     work[:block] = mine
     children = knomial_children(v, size, 2)
-    await _all(
+    await await_all(
         [
             ch.recv(
                 group[(c + root) % size], work[(c - v) * block : (c - v + binomial_subtree(c, size)) * block]
@@ -172,7 +172,7 @@ async def direct_scatter(
         await ch.recv(group[root], mine)
         return
     assert src is not None
-    await _all([ch.send(group[i], _blocks(src, block, i, 1)) for i in range(len(group)) if i != root])
+    await await_all([ch.send(group[i], _blocks(src, block, i, 1)) for i in range(len(group)) if i != root])
     mine[...] = _blocks(src, block, root, 1)
 
 
@@ -194,7 +194,7 @@ async def binomial_scatter(
     else:
         work = np.empty(span * block, np.uint8)
         await ch.recv(group[(knomial_parent(v, 2) + root) % size], work)  # type: ignore[operator]
-    await _all(
+    await await_all(
         [
             ch.send(
                 group[(c + root) % size], work[(c - v) * block : (c - v + binomial_subtree(c, size)) * block]
@@ -220,7 +220,7 @@ async def direct_alltoall(
     peers = [(me + s) % size for s in range(1, size)]
     sends = [ch.send(group[p], _blocks(src, block, p, 1)) for p in peers]
     recvs = [ch.recv(group[(me - s) % size], _blocks(out, block, (me - s) % size, 1)) for s in range(1, size)]
-    await _all(sends + recvs)
+    await await_all(sends + recvs)
 
 
 async def pairwise_alltoall(
@@ -233,7 +233,7 @@ async def pairwise_alltoall(
     _blocks(out, block, me, 1)[...] = _blocks(src, block, me, 1)
     for step in range(1, size):
         dst, source = (me + step) % size, (me - step) % size
-        await _all(
+        await await_all(
             [
                 ch.send(group[dst], _blocks(src, block, dst, 1)),
                 ch.recv(group[source], _blocks(out, block, source, 1)),

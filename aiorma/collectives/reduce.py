@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..constants import Op
-from .bcast import _all, knomial_bcast
+from .bcast import await_all, knomial_bcast
 from .landing import Landing
 from .reduce_ops import is_commutative
 from .schedules import largest_power_of_two, split
@@ -58,7 +58,7 @@ async def binomial_reduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[
             await ch.recv_reduce(child, part, op, incoming_higher=True)
         if parent is not None:
             sends.append(ch.send(parent, _bytes(part)))
-    await _all(sends)
+    await await_all(sends)
     if ordered and root != 0:
         if me == 0:
             await ch.send(group[root], _bytes(acc))
@@ -76,7 +76,7 @@ async def reduce_scatter_gather(
     offsets, counts = split(acc.size, size)
     await _ring_reduce_scatter(ch, acc, op, group, me, offsets, counts)
     if me == root:
-        await _all(
+        await await_all(
             [
                 ch.recv(group[i], _bytes(acc[offsets[i] : offsets[i] + counts[i]]))
                 for i in range(size)
@@ -135,7 +135,7 @@ async def recursive_doubling_allreduce(
     while mask < pof2:
         partner = real(new ^ mask)
         target = other(current, left)
-        await _all(
+        await await_all(
             [
                 ch.send(group[partner], _bytes(current)),
                 ch.recv_reduce(group[partner], current, op, incoming_higher=partner > me, out=target),
@@ -163,7 +163,9 @@ async def ring_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[i
         return _bytes(acc[offsets[i] : offsets[i] + counts[i]])
 
     for step in range(size - 1):
-        await _all([ch.send(right, block((me - step) % size)), ch.recv(left, block((me - step - 1) % size))])
+        await await_all(
+            [ch.send(right, block((me - step) % size)), ch.recv(left, block((me - step - 1) % size))]
+        )
 
 
 async def _ring_reduce_scatter(
@@ -184,7 +186,7 @@ async def _ring_reduce_scatter(
         in_block = (me - step - 2) % size
         outgoing = acc[offsets[out_block] : offsets[out_block] + counts[out_block]]
         incoming = acc[offsets[in_block] : offsets[in_block] + counts[in_block]]
-        await _all(
+        await await_all(
             [
                 ch.send(right, _bytes(outgoing)),
                 ch.recv_reduce(left, incoming, op, incoming_higher=True),

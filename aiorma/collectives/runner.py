@@ -29,6 +29,17 @@ from ..errors import CollectiveStreamBroken
 JobFactory = Callable[[], Coroutine[Any, Any, Any]]
 
 
+class ResultError(Exception):
+    """Raised by a job whose communication finished on this rank (its message counts match the
+    peers') but whose result could not be made here, e.g. bytes that do not unpickle: the job's
+    Request fails with ``cause`` and later collectives run as usual, unlike any other exception,
+    which leaves the counts unknown and breaks the stream."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
 class SerialRunner:
     """Run jobs strictly in submission order; each job's future carries its result or error."""
 
@@ -122,6 +133,11 @@ class SerialRunner:
             self._coro = self._future = None
             if not future.done():
                 future.set_result(stop.value)
+            return True
+        except ResultError as failed:
+            self._coro = self._future = None
+            if not future.done():
+                future.set_exception(failed.cause)
             return True
         except BaseException as exc:
             self._coro = None
