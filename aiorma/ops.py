@@ -60,8 +60,8 @@ def check_accumulate_dtype(op: Op, dtype: np.dtype) -> None:
         )
     if dtype.kind == "b" and op is Op.SUM:
         raise RmaTypeError(
-            "SUM on bool: MPICH adds bools as bytes (True + True stores 2, which numpy does not read "
-            "as a bool, and 256 Trues wrap to False); use LOR or MAX for 'any', an integer window to count"
+            "SUM on bool: MPICH adds bools as bytes (True + True stores 2, not True, and a byte wraps "
+            "after 255 additions); use LOR or MAX for 'any', or an integer window to count"
         )
     check_op_dtype(op, dtype)
 
