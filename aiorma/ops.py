@@ -17,9 +17,10 @@ _DATA_MOVEMENT = {Op.REPLACE, Op.NO_OP}
 
 # The one table of arithmetic per numpy kind (docs/datatypes.md), for every transport: MPI
 # computes these itself, the local transport with numpy, and both agree only on these.
-# timedelta64 computes on its int64 count of units, as MPI does (NaT is just the int64 minimum);
-# datetime64 has no meaningful SUM or PROD of two instants, and str, bytes, void and structured
-# dtypes have no MPI arithmetic at all: they move (put, get, REPLACE, NO_OP) and nothing else.
+# timedelta64 and datetime64 compute on their int64 count of units, as MPI does (NaT is just the
+# int64 minimum); the sum or product of two instants, and the product of two durations, mean
+# nothing.  str, bytes, void and structured dtypes have no MPI arithmetic at all: they move (put,
+# get, REPLACE, NO_OP) and nothing else.
 _ARITHMETIC: dict[str, frozenset[Op]] = {
     "b": frozenset({Op.SUM, Op.PROD, *_ORDER, *_BITWISE, *_LOGICAL}),
     "i": frozenset({Op.SUM, Op.PROD, *_ORDER, *_BITWISE, *_LOGICAL}),
@@ -27,6 +28,7 @@ _ARITHMETIC: dict[str, frozenset[Op]] = {
     "f": frozenset({Op.SUM, Op.PROD, *_ORDER}),
     "c": frozenset({Op.SUM, Op.PROD}),
     "m": frozenset({Op.SUM, *_ORDER}),
+    "M": frozenset(_ORDER),
 }
 
 
@@ -82,7 +84,8 @@ def check_op_dtype(op: Op, dtype: np.dtype) -> None:
             f"{op.name} on {dtype}: arithmetic needs the machine's byte order "
             f"(use {dtype.newbyteorder('=')}); REPLACE and NO_OP move any dtype"
         )
-    raise RmaTypeError(f"{op.name} is not defined on {dtype}: only REPLACE and NO_OP (they move bytes)")
+    takes = [o.name for o in Op if o in arithmetic_ops(dtype) or o in _DATA_MOVEMENT]
+    raise RmaTypeError(f"{op.name} is not defined on {dtype}, which takes {', '.join(takes)}")
 
 
 def arithmetic_ops(dtype: np.dtype) -> frozenset[Op]:
@@ -114,7 +117,7 @@ def _combine(op: Op, current: np.ndarray, operand: np.ndarray) -> np.ndarray:
         return operand
     if op is Op.NO_OP:
         return current
-    if current.dtype.kind == "m":  # on the int64 counts, as MPI computes (NaT is not special)
+    if current.dtype.kind in "mM":  # on the int64 counts, as MPI computes (NaT is not special)
         return _combine(op, current.view(np.int64), operand.view(np.int64)).view(current.dtype)
     if op is Op.SUM:
         return current + operand

@@ -42,7 +42,9 @@ def allowed_arithmetic(dtype: np.dtype) -> set[str]:
         return {"SUM", "PROD"}
     if dtype.kind == "m":  # on the int64 count of units, NaT being the int64 minimum
         return {"SUM", "MIN", "MAX"}
-    return set()  # datetime64, str, bytes, void, structured
+    if dtype.kind == "M":  # the earliest or latest instant; a sum of instants means nothing
+        return {"MIN", "MAX"}
+    return set()  # str, bytes, void, structured
 
 
 def allowed(dtype: np.dtype, call: str, op: str) -> bool:
@@ -57,8 +59,8 @@ def reference(op: str, target: np.ndarray, origin: np.ndarray) -> np.ndarray:
     """numpy's result of ``target op origin``, written here without aiorma's code.  MIN and MAX
     follow MPI's C definition (docs/datatypes.md): the target stays only if strictly smaller
     (larger), so NaN on either side, and -0.0 against 0.0, give the origin's value.  timedelta64
-    computes on its int64 counts (wrapping, NaT an ordinary int64)."""
-    if target.dtype.kind == "m":
+    and datetime64 compute on their int64 counts (wrapping, NaT an ordinary int64)."""
+    if target.dtype.kind in "mM":
         return reference(op, target.view(np.int64), origin.view(np.int64)).view(target.dtype)
     with np.errstate(all="ignore"):
         result = {
