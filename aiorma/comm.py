@@ -17,6 +17,7 @@ from .constants import Op
 from .engine.actions import EpochEvent
 from .errors import EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
+from .ops import check_window_dtype
 from .request import Request
 from .transport.base import Endpoint
 from .window import Window
@@ -149,13 +150,14 @@ class Comm:
         """Collective: expose the caller's array ``buf`` (any shape, C-contiguous, writeable) as a
         :class:`~aiorma.Window`, returned once every rank has created it.  ``disp`` counts
         elements of ``buf.dtype`` in C order.  The array stays the caller's after free.  Raises
-        :class:`~aiorma.RmaTypeError` for anything but such an array (or dtypes that differ
-        between ranks)."""
+        :class:`~aiorma.RmaTypeError` for anything but such an array, for a dtype no window may
+        hold (object, see docs/datatypes.md), or for dtypes that differ between ranks."""
         self._check_open()
         if not isinstance(buf, np.ndarray):
             raise RmaTypeError(f"win_create needs a numpy array, not {type(buf).__name__}")
         if not buf.flags.c_contiguous or not buf.flags.writeable:
             raise RmaTypeError("win_create needs a writeable, C-contiguous array")
+        check_window_dtype(buf.dtype)
         info = as_info(info)
         call = ("win_create", id(buf), info)
         create = self.world.create_window
@@ -168,7 +170,9 @@ class Comm:
         dtype: np.dtype | type = np.float64,
         info: Info | Mapping[str, object] | None = None,
     ) -> Window:
-        """Allocate ``count`` zeroed elements of ``dtype``; ``win.memory`` is the local array.
+        """Allocate ``count`` zeroed elements of ``dtype`` (every byte zero); ``win.memory`` is
+        the local array.  Raises :class:`RmaTypeError` at the call for a dtype no window may hold
+        (object, see docs/datatypes.md).
 
         Raises :class:`RmaMemoryError` at the call, before anything collective happens, when
         ``count * itemsize`` exceeds this machine's physical memory (``os.sysconf``): the check
@@ -184,6 +188,7 @@ class Comm:
             dtype = np.dtype(dtype)
         except (TypeError, ValueError):
             raise RmaTypeError(f"{dtype!r} is not a numpy dtype") from None
+        check_window_dtype(dtype)
         physical = _physical_memory()
         if physical is not None and count * dtype.itemsize > physical:
             raise RmaMemoryError(

@@ -20,7 +20,7 @@ from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, SIGNAL_SET, LockType, Op, Si
 from .engine.thin_state import DONE, NOT_THIN, recorded_token
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, EpochError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
-from .ops import check_accumulate_dtype
+from .ops import check_accumulate_dtype, check_compare_dtype
 from .progress import ProgressDriver
 from .request import EpochRequest, Request, finish_as
 from .transport.base import Endpoint, RmaKind, RmaOp
@@ -329,8 +329,7 @@ class Window:
     ) -> Request:
         """Atomically: ``result = target[disp]``; if it equals ``compare``, store ``origin``."""
         self._check_open()
-        if self.dtype.kind not in "iub":
-            raise RmaTypeError(f"compare_and_swap needs an integer or bool window, not {self.dtype}")
+        check_compare_dtype(self.dtype)
         data = self._single(self._origin(origin), "origin")
         expected = self._single(self._origin(compare), "compare")
         result, out = self._result(result)

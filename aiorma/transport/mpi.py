@@ -94,18 +94,29 @@ def departed_root(rank: int, notice: int) -> int:
 _DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its departure notices to land
 
 
-def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, bool]:
-    """The MPI datatype of ``dtype`` and whether we own (must free) it.
+def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, int, bool]:
+    """The MPI datatype carrying elements of ``dtype``, how many of it make one element, and
+    whether we own (must free) it.
 
-    ``from_numpy_dtype`` returns a *duplicate* even of a predefined type; atomics
-    (compare-and-swap, fetch-and-op) want the predefined type itself, so a duplicate is unwrapped.
+    Numbers in the machine's byte order map to MPI's own type, which the MPI library computes
+    accumulates with (and whose atomics, compare-and-swap and fetch-and-op, want the predefined
+    type itself: ``from_numpy_dtype`` returns a *duplicate* even of a predefined type, so a
+    duplicate is unwrapped); timedelta64 and datetime64 to int64.  Every other fixed-size dtype
+    (str, bytes, void, structured, another byte order) has no MPI arithmetic, only data movement,
+    and maps to ``itemsize`` MPI.BYTEs per element: mpi4py's mapping of 'U4' to one wchar per
+    element moved a quarter of each element, of 'S4' one byte, and a structured dtype's derived
+    type tripped an MPICH assertion in put.
     """
+    if dtype.kind in "mM":
+        return MPI.INT64_T, 1, False
+    if dtype.kind not in "biufc" or dtype.names is not None or not dtype.isnative:
+        return MPI.BYTE, dtype.itemsize, False
     datatype = dtlib.from_numpy_dtype(dtype)
     if datatype.combiner == MPI.COMBINER_DUP:
         base = datatype.decode()[0]
         datatype.Free()
-        return base, False
-    return datatype.Commit(), True
+        return base, 1, False
+    return datatype.Commit(), 1, True
 
 
 @attrs.define(eq=False)
@@ -115,6 +126,7 @@ class _Window:
     memory: np.ndarray
     allocated: bool
     datatype: MPI.Datatype
+    units: int  # datatype elements per window element (itemsize for MPI.BYTE)
     owns_datatype: bool
     ctrl: MPI.Win
     control: np.ndarray
@@ -251,11 +263,14 @@ class MpiEndpoint:
             if any(other != dtype for _, other in peers):
                 raise RmaTypeError(f"window dtypes differ between ranks: {[d for _, d in peers]}")
             with map_transport_errors("create_window"):
-                datatype, owned = _mpi_datatype(dtype)
+                datatype, units, owned = _mpi_datatype(dtype)
                 if memory is None:
                     win = MPI.Win.Allocate(count * dtype.itemsize, dtype.itemsize, comm=self._win_comm)
-                    local = np.frombuffer(win.tomemory(), dtype)[:count]
-                    local[...] = 0  # deterministic start, as the local transport gives
+                    raw = np.frombuffer(win.tomemory(), np.uint8)[: count * dtype.itemsize]
+                    # Every byte zero, as the local transport's np.zeros gives (assigning 0 to
+                    # the typed array would store '0' in a str window).
+                    raw[...] = 0
+                    local = raw.view(dtype)
                 else:
                     win = MPI.Win.Create(memory, dtype.itemsize, comm=self._win_comm)
                     local = memory
@@ -268,8 +283,9 @@ class MpiEndpoint:
                 # issues RMA into this window.
                 self._win_comm.Barrier()
             window = _Window(
-                win_id, win, local, memory is None, datatype, owned, ctrl, control, control.tobytes(), notify
-            )
+                win_id, win, local, memory is None, datatype, units, owned,
+                ctrl, control, control.tobytes(), notify,
+            )  # fmt: skip
             return window, tuple(c for c, _ in peers)
 
         window, counts = await self._collective(create)
@@ -328,7 +344,7 @@ class MpiEndpoint:
         if window.allocated and self._passive[target] and kind is not RmaKind.COMPARE_AND_SWAP:
             # The hot case, without the general path's bookkeeping: shared memory, one request.
             dt = window.datatype
-            spec = (op.disp, op.count, dt)
+            spec = (op.disp, op.count * window.units, dt)
             try:
                 if kind is RmaKind.PUT:
                     request = window.win.Rput([op.origin, dt], target, spec)
@@ -354,7 +370,7 @@ class MpiEndpoint:
         key = (win_id, target)
         if kind in _NETWORK_KINDS and self._passive_puts and window.allocated and not window.owns_datatype:
             # Another node's allocated memory: passive for puts and gets (see the docstring).
-            spec = (op.disp, op.count, dt)
+            spec = (op.disp, op.count * window.units, dt)
             try:
                 if kind is RmaKind.PUT:
                     request = win.Rput([op.origin, dt], target, spec)
@@ -390,7 +406,7 @@ class MpiEndpoint:
 
                 self._in_thread(cas, cas_done)
                 return False
-            spec = (op.disp, op.count, dt)
+            spec = (op.disp, op.count * window.units, dt)
             keep: object = op  # holds origin/result arrays until completion
             remote_completion = not inline and not window.owns_datatype
             if op.kind is RmaKind.GET:
@@ -500,7 +516,7 @@ class MpiEndpoint:
         if key in self._pending or key in self._unflushed:
             return False  # the caller's contract says otherwise; be safe, take the general path
         try:
-            window.win.Put([data, window.datatype], target, (disp, data.size, window.datatype))
+            window.win.Put([data, window.datatype], target, (disp, data.size * window.units, window.datatype))
             window.win.Flush(target)
         except MPI.Exception as exc:
             raise TransportError(f"put: {exc}") from exc
