@@ -33,6 +33,7 @@ from .constants import (
 )
 from .errors import (
     AlreadyConnectedError,
+    CollectiveMismatch,
     CollectiveStreamBroken,
     CommClosedError,
     CommunicatorError,
@@ -60,6 +61,7 @@ from .window import Window
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollectiveMismatch",
     "CollectiveStreamBroken",
     "SimulationStalled",
     "AlreadyConnectedError",

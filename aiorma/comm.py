@@ -15,10 +15,10 @@ from .collectives.api import Collectives
 from .collectives.objects import ObjectCollectives, is_buffer
 from .constants import Op
 from .engine.actions import EpochEvent
-from .errors import EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
+from .errors import CollectiveMismatch, EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
 from .info import Info, as_info
 from .ops import check_window_dtype
-from .request import Request
+from .request import Request, mark_retrieved
 from .transport.base import Endpoint
 from .window import Window
 from .world import World
@@ -397,8 +397,17 @@ class Comm:
         self._collectives = await Collectives.start(self.world)
 
     async def _close(self) -> None:
-        if self._collectives is not None:
-            collectives, self._collectives = self._collectives, None
+        """Collective.  Every rank first learns how many collectives each called: when they differ,
+        some collective can never complete (a rank gave up awaiting one its peers never called),
+        and the close raises :class:`CollectiveMismatch` on every rank instead of waiting for
+        ever; the caller then leaves without anything collective."""
+        collectives, self._collectives = self._collectives, None
+        counts = await self.world.closing(collectives.runner.submitted if collectives is not None else 0)
+        if len(set(counts)) > 1:
+            if collectives is not None:  # unfinished, and nobody may await them any more
+                mark_retrieved(collectives.fail(lambda: CollectiveMismatch(counts)))
+            raise CollectiveMismatch(counts)
+        if collectives is not None:
             await collectives.close()
         await self.world.close()
 

@@ -89,6 +89,21 @@ class CollectiveStreamBroken(RmaFailure):
     no later collective can run."""
 
 
+class CollectiveMismatch(RmaUsageError):
+    """The ranks of a Comm reached its close having called different numbers of collectives.  A
+    collective that some rank never called can never complete, so instead of waiting for ever
+    the close fails with this error on every rank (``counts``: how many each rank called) and
+    leaves without anything collective."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts = counts
+        super().__init__(
+            "the ranks closed this Comm after calling different numbers of collectives "
+            f"(by rank: {counts}); a collective that not every rank calls never completes, so the "
+            "unfinished ones were abandoned"
+        )
+
+
 class SimulationStalled(RmaError, RuntimeError):
     """The simulated program waits for something that can never happen: nothing is ready and no
     timer is pending (a deadlock).  Raised out of the event loop instead of hanging."""

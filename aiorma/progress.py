@@ -22,7 +22,7 @@ from .engine.thin import ThinPath
 from .engine.thin_state import thin_path_enabled
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, PeerFailed, RmaFailure, TransportError
-from .request import Request
+from .request import Request, mark_retrieved
 from .transport.base import Endpoint
 from .waiting import Waiter
 
@@ -119,7 +119,7 @@ class ProgressDriver:
         this rank fails for good with :class:`PeerFailed` naming it, as the in-process transport
         fails its ranks when one of them raises."""
         cause = TransportError(f"rank {rank} left aiorma by an exception")
-        _mark_retrieved(self.fail(lambda: PeerFailed(rank, cause)))
+        mark_retrieved(self.fail(lambda: PeerFailed(rank, cause)))
 
     def fail(self, make_error: Callable[[], RmaFailure]) -> list[asyncio.Future[Any]]:
         """Fail this rank for good: every pending Request — engine tokens, RMA operations,
@@ -326,21 +326,12 @@ class ProgressDriver:
         """Stop this rank's progress without anything collective, after a failure: pending
         Requests fail with :class:`TransportError`, the waiter stops, the endpoint closes its
         threads and sockets (its MPI objects are left for ``MPI_Finalize``)."""
-        _mark_retrieved(
+        mark_retrieved(
             self.fail(lambda: TransportError("aiorma was left by an exception while this was pending"))
         )
         self.engines.clear()
         await self.waiter.stop()
         self.endpoint.abandon()
-
-
-def _mark_retrieved(futures: list[asyncio.Future[Any]]) -> None:
-    """The program may never await these failed Requests (it is leaving, or failing): mark their
-    exceptions retrieved, so asyncio logs no "Future exception was never retrieved" for them.
-    Awaiting one still raises."""
-    for future in futures:
-        if future.done() and not future.cancelled():
-            future.exception()
 
 
 def progress() -> None:

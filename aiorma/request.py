@@ -210,3 +210,19 @@ def finish_as(future: asyncio.Future[None], request: Request) -> None:
 def completed_request(value: Any = None, description: str = "") -> Request:
     """A Request that is already finished (for calls with nothing left to wait for)."""
     return Request.finished(value, None, description)
+
+
+def mark_retrieved(futures: list[asyncio.Future[Any]]) -> None:
+    """The program may never await these failed (or failing) Requests (it is leaving, or
+    failing): mark their exceptions retrieved once they have one, so asyncio logs no "Future
+    exception was never retrieved" for them.  Awaiting one still raises."""
+    for future in futures:
+        if future.done():
+            _retrieve(future)
+        else:
+            future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

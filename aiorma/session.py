@@ -138,7 +138,11 @@ async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -
         except BaseException:
             await _abandon(comms)
             raise
-        await asyncio.gather(*(comm._close() for comm in comms))
+        try:
+            await asyncio.gather(*(comm._close() for comm in comms))
+        except BaseException:  # a failed close (CollectiveMismatch, a peer's failure) leaves alone
+            await _abandon(comms)
+            raise
     finally:
         _trace.flush(recorders, per_rank=per_rank_trace)
 

@@ -19,6 +19,7 @@ from .engine.window_engine import WindowEngine
 from .errors import CommClosedError
 from .info import Info
 from .progress import ProgressDriver
+from .request import Request
 from .transport.base import Endpoint
 from .window import Window
 
@@ -34,9 +35,11 @@ class World:
         #: Whether the transport must be polled for progress (MPI) or reports by itself (local).
         self.polled: bool = endpoint.polled
         self._next_win_id = 1
-        #: A window of no memory, under fence epochs: the Comm's barrier-by-fence and the mark
-        #: of an open World (see :meth:`check_open`).  Created by :meth:`start`.
+        #: A window of one word per rank, under fence epochs: the Comm's barrier-by-fence, the
+        #: mark of an open World (see :meth:`check_open`) and the count of collective calls
+        #: compared at close (:meth:`closing`).  Created by :meth:`start`.
         self.sync_window: Window | None = None
+        self._closing: Request | None = None  # the sync window's last fence, once made
         self.history = False  # keep epoch events in new windows' engines (tests)
         #: Called as ``observer(win_id, event)`` for every epoch event of windows created after it
         #: is set (tracing); it runs inside engine calls and must not call aiorma.
@@ -44,7 +47,8 @@ class World:
 
     async def start(self) -> None:
         """Collective: create the sync window and open its first fence epoch."""
-        self.sync_window = await self.create_window(None, 0, np.dtype(np.uint8), Info())
+        # One word per rank: at close, every rank puts its number of collective calls there.
+        self.sync_window = await self.create_window(None, self.size, np.dtype(np.int64), Info())
         self.sync_window.fence()
 
     def check_open(self) -> None:
@@ -87,12 +91,28 @@ class World:
         engine.control_changed()  # a faster peer may have written already
         return Window(self.driver, self.endpoint, engine, layout.memory, layout.counts)
 
+    async def closing(self, collectives_called: int) -> list[int]:
+        """Collective, the first step of closing: close the sync window's fence epoch with this
+        rank's number of collective calls put into every rank's word of it.  Completes once every
+        rank has reached its close; returns each rank's number, by rank."""
+        sync = self.sync_window
+        assert sync is not None and self._closing is None, "closing() once, after start()"
+        called = np.array([collectives_called], np.int64)
+        for peer in range(self.size):
+            sync.put(called, peer, self.rank)
+        self._closing = sync.fence(MODE_NOSUCCEED)
+        await self._closing
+        return [int(n) for n in sync.memory]
+
     async def close(self) -> None:
-        """Collective: close the sync window's epoch and free it, then free what the endpoint
-        still holds and stop progress (see :meth:`ProgressDriver.close`)."""
+        """Collective: close the sync window's epoch (unless :meth:`closing` did) and free it,
+        then free what the endpoint still holds and stop progress (see
+        :meth:`ProgressDriver.close`)."""
         sync = self.sync_window
         if sync is not None and not sync.freed:
-            await sync.fence(MODE_NOSUCCEED)
+            if self._closing is None:
+                self._closing = sync.fence(MODE_NOSUCCEED)
+            await self._closing
             await sync.free()
         await self.driver.close()
 

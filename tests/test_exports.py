@@ -20,6 +20,7 @@ PUBLIC = {
     "RmaError", "RmaUsageError", "EpochError", "RmaRangeError", "RmaTypeError", "WindowFreedError",
     "CommClosedError", "RmaMemoryError", "MpiStateError", "CommunicatorError", "AlreadyConnectedError",
     "RmaFailure", "TransportError", "EngineFailure", "PeerFailed", "CollectiveStreamBroken",
+    "CollectiveMismatch",
     "SimulationStalled",
 }  # fmt: skip
 

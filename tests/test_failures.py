@@ -329,3 +329,17 @@ def test_every_call_on_a_failed_window_raises_at_the_call(
     assert results[0] == {"barrier": "failed"} | dict.fromkeys(
         ["wait_until pending", "wait", "unlock", "complete", "put", "flush", "wait_until",
          "lock", "fence"], "PeerFailed"), results[0]
+
+
+def test_a_collective_some_rank_never_called_ends_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    """Ranks 1 and 2 give up on a barrier that rank 0 never calls: leaving run() fails with
+    CollectiveMismatch (by rank: how many collectives each called) instead of hanging, and the
+    abandoned barrier logs nothing."""
+    from .mpi_scripts.collective_skipped import main
+
+    started = time.monotonic()
+    with pytest.raises(aiorma.CollectiveMismatch) as raised:
+        aiorma.run(main, nprocs=3)
+    assert raised.value.counts == [0, 1, 1]
+    assert time.monotonic() - started < 10
+    assert "never retrieved" not in caplog.text

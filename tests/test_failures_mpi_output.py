@@ -22,3 +22,18 @@ def test_failing_ranks_traceback_reaches_the_terminal_every_time() -> None:
         assert outcome.returncode not in (0, None), outcome.describe()  # ended, not hung
         text = outcome.stdout + outcome.stderr
         assert "ValueError: rank 1 failed on purpose" in text, f"run {run}: {outcome.describe()}"
+
+
+COLLECTIVE_SKIPPED = Path(__file__).parent / "mpi_scripts" / "collective_skipped.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_a_collective_some_rank_never_called_ends_the_run() -> None:
+    """Ranks that gave up on a barrier rank 0 never called: the run ends (it hung for ever at
+    exit) with CollectiveMismatch, and no warning flood."""
+    outcome = launch_mpi(COLLECTIVE_SKIPPED, 3, timeout=60)
+    assert outcome.returncode not in (0, None), outcome.describe()  # ended, not hung
+    text = outcome.stdout + outcome.stderr
+    assert "CollectiveMismatch" in text and "by rank: [0, 1, 1]" in text, outcome.describe()
+    assert "never retrieved" not in text and "UCX" not in text, outcome.describe()

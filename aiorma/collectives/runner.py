@@ -52,6 +52,8 @@ class SerialRunner:
         self.failure: BaseException | None = None
         self._last: asyncio.Future[Any] | None = None
         self._awaiting: asyncio.Future[Any] | None = None  # what the current job is suspended on
+        #: Jobs submitted so far (each rank of a Comm submits the same sequence).
+        self.submitted = 0
         #: A wait source (:class:`aiorma.waiting.WaitSource`) that resumes the job in the poll
         #: that finished what it awaits (see :meth:`pump`).
         self.resumer = _Resumer(self)
@@ -64,6 +66,7 @@ class SerialRunner:
         """Queue ``factory()``'s coroutine; start it now if nothing else is running."""
         future: asyncio.Future[Any] = self._loop.create_future()
         self._last = future
+        self.submitted += 1
         if self.failure is not None:
             future.set_exception(CollectiveStreamBroken(f"an earlier collective failed: {self.failure!r}"))
             return future
@@ -159,10 +162,11 @@ class SerialRunner:
     def fail(self, make_error: Callable[[], BaseException]) -> list[asyncio.Future[Any]]:
         """A peer failed: every later collective gets a failed Request at once, and the queued
         ones fail now (they would wait on a broken stream).  The running one fails through its
-        flag waits (:meth:`MemoryWatcher.fail`).  Returns the futures it failed."""
+        flag waits (:meth:`MemoryWatcher.fail`).  Returns the futures it failed, and the running
+        one's, which fails soon."""
         if self.failure is None:
             self.failure = make_error()
-        failed = []
+        failed = [] if self._future is None else [self._future]
         while self._queue:
             _factory, queued = self._queue.popleft()
             if not queued.done():
