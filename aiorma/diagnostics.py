@@ -3,7 +3,7 @@
 Versions (aiorma, Python, numpy, mpi4py, the MPI library and the MPI standard it implements), the
 MPI thread level, which transports and event-loop backends work here, where the ranks run (host
 name and the ranks that share memory with each), and the environment switches that change
-aiorma's or MPI's behaviour.  ``python -m aiorma info`` prints it (see :mod:`aiorma.__main__`).
+aiorma's or MPI's behaviour.  ``python -m aiorma info`` prints it.
 
 This is a diagnostics call, not part of the library's hot path: it uses blocking mpi4py
 collectives to learn where the other ranks run.
