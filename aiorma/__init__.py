@@ -4,6 +4,8 @@ Public names are re-exported here from private modules; ``tests/test_exports.py`
 exactly what is meant to be public.
 """
 
+from . import diagnostics
+from ._version import __version__ as __version__
 from .comm import Comm
 from .constants import (
     BAND,
@@ -58,7 +60,9 @@ from .runtime import run
 from .session import connect, connect_local
 from .window import Window
 
-__version__ = "0.1.0"
+# After every import: importing the submodule aiorma.info (which holds Info) binds the name
+# "info" on the package; the public name is the diagnostics function.
+info = diagnostics.info
 
 __all__ = [
     "CollectiveMismatch",
@@ -94,6 +98,7 @@ __all__ = [
     "EngineFailure",
     "EpochError",
     "Info",
+    "info",
     "LockType",
     "Op",
     "PeerFailed",

@@ -2,8 +2,8 @@
 
 ``RmaUsageError`` and its subclasses are local misuse: raised at the call site, before anything
 changes, so the window stays usable.  ``RmaFailure`` and its subclasses are failures from elsewhere
-(a peer, the transport, an internal inconsistency); transport errors are translated into them at one
-boundary (:func:`aiorma.transport.base.map_transport_errors`).
+(a peer, the transport, an internal inconsistency); the MPI library's errors are translated into
+:class:`TransportError` where the transport calls MPI.
 """
 
 from __future__ import annotations

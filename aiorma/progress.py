@@ -29,10 +29,11 @@ from .waiting import Waiter
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
 _LINK_PATIENCE = 2e-4
 # Inline waiting: how long awaiting a pending Request polls inside the await before it suspends
-# on the event loop.  An on-time peer answers a fence or a post within tens of microseconds,
-# while one turn of the loop costs 10-15 µs and a park ~100 µs; past the bound the peer is late
-# and the rank's other tasks get the loop.  Shorter when ranks outnumber cores, with the core
-# handed on between polls (sched_yield), so that the peer we wait for can run.
+# on the event loop.  An on-time peer answers a fence or a post sooner than a turn of the loop,
+# let alone a park, would take (docs/benchmarks.md, *The thin path, inline waiting ...*, has the costs);
+# past the bound the peer is late and the rank's other tasks get the loop.  Shorter when ranks
+# outnumber cores, with the core handed on between polls (sched_yield), so that the peer we wait
+# for can run.
 _INLINE_OWN_CORE = 1e-4
 _INLINE_SHARED_CORE = 3e-5
 

@@ -1,6 +1,6 @@
 """aiorma.run: start ranks on a transport and run the application's ``main(comm)`` on each.
 
-A thin wrapper over :mod:`aiorma.connect` for programs that aiorma starts (it owns the loop).
+A thin wrapper over :func:`aiorma.connect` for programs that aiorma starts (it owns the loop).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def run(
     """Run ``main(comm, *args)`` on every rank and return its value.
 
     ``backend``: the event loop that runs ``main`` — ``"asyncio"`` (default) or ``"trio"``
-    (``pip install 'aiorma[trio]'``; ``main`` is then a trio program, and aiorma's own machinery
-    is hosted inside the trio run, see :mod:`aiorma._host`).
+    (``pip install 'aiorma[trio]'``; ``main`` is then a trio program, and aiorma's own asyncio
+    machinery is hosted inside the trio run: docs/embedding.md, *In a trio program*).
 
     * ``transport="mpi"`` (the default without ``nprocs``): one rank per process, under
       ``mpiexec -n N python app.py``.  Returns this rank's value.  An exception on any rank
@@ -49,8 +49,13 @@ def run(
       loop in this process.  Returns the list of values, one per rank.  If a rank raises or is
       cancelled, every other rank's pending Requests fail with :class:`~aiorma.PeerFailed` at
       once (and so do its later calls); ranks still running a moment later are cancelled, and
-      the first rank's exception propagates.  ``notice_delay`` and ``op_delay`` inject delays
-      (see :mod:`aiorma.transport.local`).
+      the first rank's exception propagates.  Two hooks inject delays, for testing a program
+      against late peers: ``notice_delay(src, dest, notice) -> seconds`` applies a
+      synchronization write (a grant, a "done", a fence notice, a lock hand-off) from rank
+      ``src`` to rank ``dest`` only that much later (writes between one pair of ranks still land
+      in order); ``op_delay(origin, op) -> seconds`` applies an RMA operation to the target's
+      memory only that much later, and flushes towards that target wait for it (accumulates from
+      one origin to one target still apply in call order).
     """
     if backend not in ("asyncio", "trio"):
         raise ValueError(f"unknown backend {backend!r}; use 'asyncio' or 'trio'")

@@ -111,9 +111,11 @@ def connect_local(
     the running loop, for tests and notebooks; ``comms[r]`` is rank ``r``.
 
     Run each rank's code as a task (``asyncio.gather(*(main(c) for c in comms))`` or a task
-    group); leaving the block is every rank leaving (see the module docstring).  Unlike
-    :func:`aiorma.run`, a rank's exception does not fail its peers here: the caller owns the tasks.
-    ``notice_delay`` and ``op_delay`` inject delays (see :mod:`aiorma.transport.local`).
+    group); leaving the block is every rank leaving, as for :func:`connect`: windows still open
+    are freed and a Request still pending fails with :class:`~aiorma.CommClosedError`
+    (docs/embedding.md, *What connect does*).  Unlike :func:`aiorma.run`, a rank's exception does
+    not fail its peers here: the caller owns the tasks.  ``notice_delay`` and ``op_delay`` inject
+    delays, as in :func:`aiorma.run`.
     """
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
         raise RmaUsageError(f"connect_local needs a positive number of ranks, not {nprocs!r}")

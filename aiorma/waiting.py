@@ -40,10 +40,9 @@ from .transport.base import Endpoint, PollNeed
 
 # The spin window: how long after the last activity a waiting rank keeps polling before it parks
 # (a ping-pong stays on the fast path).  The same with more ranks than cores, where each spin
-# also yields the core (sched_yield): measured 2026-11-25, a 0.2 ms window there made every
-# collective step of 4-8 ranks on 2 cores wait for a doorbell wake-up — 2 ms ran them 10-60 %
-# faster (an 8-rank barrier 2.5 x); the patterns experiments met 35 of 36 targets (34 before),
-# LU was unchanged.
+# also yields the core (sched_yield): a shorter window there made every step of a collective
+# whose ranks share cores wait for a doorbell wake-up (docs/benchmarks.md, *Off-node at the
+# network's speed ...*, collectives, says by how much).
 _SPIN = 2e-3
 # Own requests in flight (towards a peer we rang) complete only while we drive MPI progress: keep
 # spinning this long for them before falling back to guard polls.

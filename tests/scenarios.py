@@ -3,7 +3,7 @@
 The same functions are entries of the test registry (tests/registry.py), run by
 tests/test_registry.py at each declared size on the ``local`` transport, the simulated network and
 the ``mpi`` transport under the mpich wheel's mpiexec, so every transport is held to identical
-semantics.  Each names the DESIGN §4 rule(s) it exercises.
+semantics.  Each names the rule(s) of docs/semantics.md it exercises.
 """
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ async def fence_chain_awaited_only_at_end(comm: aiorma.Comm) -> None:
 
 @scenario()
 async def gats_symmetric_exchange(comm: aiorma.Comm) -> None:
-    """DESIGN §4: post(G); start(G); put; complete(); wait() on every rank at once — the
-    halo-exchange shape — activates access and exposure together instead of deadlocking."""
+    """docs/semantics.md, *Epochs open together*: post(G); start(G); put; complete(); wait() on
+    every rank at once — the halo-exchange shape — activates access and exposure together instead
+    of deadlocking."""
     left, right = _neighbours(comm)
     group = sorted({left, right})
     win = await comm.win_allocate(2, np.float64)
@@ -143,7 +144,7 @@ async def target_50_epochs_ahead(comm: aiorma.Comm) -> None:
 
 @scenario(min_size=3)
 async def different_target_groups(comm: aiorma.Comm) -> None:
-    """Seed §5.7.3: P0 opens six access epochs towards T0..T5, P1 ∈ T0,T1,T2,T3,T5 and
+    """Zounmevo (2014) §5.7.3 (rule 7): P0 opens six access epochs towards T0..T5, P1 ∈ T0,T1,T2,T3,T5 and
     P2 ∈ T4,T5: P0's 6th epoch is its 5th towards P1 and its 2nd towards P2."""
     groups = [[1], [1], [1], [1], [2], [1, 2]]
     win = await comm.win_allocate(len(groups), np.int64)
@@ -233,8 +234,9 @@ async def compare_and_swap_one_winner(comm: aiorma.Comm) -> None:
 
 @scenario(min_size=2)
 async def several_locks_held_at_once(comm: aiorma.Comm) -> None:
-    """DESIGN §4: lock(a); lock(b); put; put; unlock(a); unlock(b) — locks open together at
-    application level are acquired together, without waiting for each other."""
+    """docs/semantics.md, *Epochs open together*: lock(a); lock(b); put; put; unlock(a);
+    unlock(b) — locks open together at application level are acquired together, without waiting
+    for each other."""
     win = await comm.win_allocate(comm.size, np.int64)
     others = [r for r in range(comm.size) if r != comm.rank]
     for target in others:
@@ -411,7 +413,8 @@ async def windows_are_independent(comm: aiorma.Comm) -> None:
 
 @scenario(min_size=2, sizes=(2, 4))
 async def idle_exposure_costs_little_cpu(comm: aiorma.Comm) -> None:
-    """DESIGN §6: a target whose exposure waits 2 s for a late origin burns < 0.3 s of CPU."""
+    """docs/semantics.md, *Requests, cancellation, progress*: a target whose exposure waits 2 s
+    for a late origin burns < 0.3 s of CPU."""
     win = await comm.win_allocate(1, np.int64)
     if comm.rank == 0:
         cpu = time.process_time()

@@ -1,4 +1,5 @@
-"""Request semantics and Info, on the local transport (DESIGN §3, §6, §10)."""
+"""Request semantics and Info, on the local transport (docs/semantics.md rules 4 and 10,
+*Requests, cancellation, progress*)."""
 
 from __future__ import annotations
 

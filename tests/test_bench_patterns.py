@@ -1,6 +1,6 @@
 """``python -m aiorma.bench patterns`` runs end to end, tiny: JSON schema and completeness only.
 
-No timing is asserted (DESIGN: never assert wall-clock speed in a unit test).
+No timing is asserted: a unit test never asserts wall-clock speed (a loaded machine would fail it).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from aiorma import _cli
+from aiorma.__main__ import main as aiorma_main
 from aiorma.bench.__main__ import available
 from aiorma.bench.__main__ import main as bench_main
 from aiorma.sim.__main__ import EXPERIMENTS
@@ -17,6 +18,8 @@ from aiorma.sim.__main__ import main as sim_main
 from aiorma.trace.__main__ import main as trace_main
 
 COMMANDS = [
+    ("aiorma", aiorma_main, []),
+    ("aiorma", aiorma_main, ["info"]),
     ("bench", bench_main, []),
     *[("bench", bench_main, [name]) for name in available()],
     ("sim", sim_main, []),

@@ -171,7 +171,7 @@ def test_not_started_comm_refuses_collectives() -> None:
 
 @pytest.mark.parametrize("n", range(1, 9))
 def test_nway_dissemination_reaches_everyone_in_ceil_log_rounds(n: int) -> None:
-    """Seed 003: ceil(log_{n+1} P) rounds, and after them every rank has heard (transitively)
+    """Hoefler et al. (2006): ceil(log_{n+1} P) rounds, and after them every rank has heard (transitively)
     from every other one."""
     for size in range(1, 80):
         rounds = nway_distances(size, n)

@@ -1,4 +1,5 @@
-"""Deterministic semantics of WindowEngine on EngineNet (DESIGN §4–§5, seed 001 §5.6–§5.7).
+"""Deterministic semantics of WindowEngine on EngineNet (docs/semantics.md rules 1–19; Zounmevo
+2014, §5.6–§5.7).
 
 Every test drives the engines with plain calls and control-write deliveries and asserts the full
 state after each step; every illegal call must raise *and* leave the engine exactly as it was.
@@ -355,8 +356,9 @@ def test_rule7_origin_50_starts_piled_up_before_target_posts(info: Info) -> None
 
 @pytest.mark.parametrize("targets_first", [True, False], ids=["targets-first", "origin-first"])
 @INFOS
-def test_seed_5_7_3_per_target_ordinals(info: Info, targets_first: bool) -> None:
-    """P0 opens 6 access epochs towards T0..T5; P1 ∈ T0,T1,T2,T3,T5 and P2 ∈ T4,T5."""
+def test_zounmevo_5_7_3_per_target_ordinals(info: Info, targets_first: bool) -> None:
+    """Zounmevo (2014) §5.7.3, rule 7: P0 opens 6 access epochs towards T0..T5; P1 ∈ T0,T1,T2,T3,T5
+    and P2 ∈ T4,T5."""
     net = EngineNet(3, info)
     groups = [(1,), (1,), (1,), (1,), (2,), (1, 2)]
     exposures: dict[int, list[Any]] = {1: [], 2: []}
@@ -511,7 +513,7 @@ def test_rule9_fence_waits_for_every_peer_done_without_blocking() -> None:
         assert middle[r] not in net.completed[r]
         assert live(net[r]) == [(1, FENCE, ACTIVE, True), (2, FENCE, DEFERRED, False)]
         assert ("activate", 2) not in net.steps(r)
-    # rank 2 has everybody's "done": its F0 completes and F1 activates (seed §5.7.4)
+    # rank 2 has everybody's "done": its F0 completes and F1 activates (Zounmevo 2014, §5.7.4)
     assert middle[2] in net.completed[2]
     assert live(net[2]) == [(2, FENCE, ACTIVE, False)]
 
@@ -563,7 +565,7 @@ def test_middle_fence_splits_into_close_then_open() -> None:
     assert live(net[0]) == [(3, FENCE, ACTIVE, False)]
 
 
-# ------------------------------------------------------------- DESIGN §4: overlapping epochs
+# ---------------------------------- docs/semantics.md, *Epochs open together*: overlapping epochs
 
 
 def test_post_and_start_open_together_activate_together() -> None:
@@ -802,7 +804,7 @@ def test_test_returns_false_until_exposure_finished_then_true() -> None:
     assert_all_done(net)
 
 
-# --------------------------------------------------------------- DESIGN §5: counters only grow
+# ------------------------------------------------------ docs/semantics.md rule 7: counters only grow
 
 COUNTED = (Word.GRANT, Word.DONE, Word.FENCE)
 

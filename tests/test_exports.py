@@ -8,6 +8,8 @@ from aiorma import constants, errors
 PUBLIC = {
     # entry points and objects
     "run", "connect", "connect_local", "progress", "Comm", "Window", "Request", "EpochRequest", "Info",
+    # diagnostics (python -m aiorma info)
+    "info",
     # assertions
     "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT", "MODE_NOPRECEDE", "MODE_NOSUCCEED",
     # ops
@@ -36,6 +38,14 @@ def test_every_public_name_resolves() -> None:
     namespace: dict[str, object] = {}
     exec("from aiorma import *", namespace)
     assert set(namespace) - {"__builtins__"} == PUBLIC
+
+
+def test_info_is_the_diagnostics_function_not_the_submodule() -> None:
+    # The submodule aiorma.info (Info's) shares the name; the package binds the function.
+    from aiorma import diagnostics
+
+    assert aiorma.info is diagnostics.info
+    assert aiorma.Info.__module__ == "aiorma.info"
 
 
 def test_constants_are_the_named_members() -> None:

@@ -1,9 +1,10 @@
-"""The four reorder flags (seed 001 §5.6.2, rules 12–19), read from the engine's event log.
+"""The four reorder flags (Zounmevo 2014 §5.6.2; docs/semantics.md rules 12–19), read from the
+engine's event log.
 
 Each test keeps a first epoch E1 *active* on rank 0 (its peer has not answered yet), opens the next
 epoch E2, and reads the engine's history to show exactly when E2 activates: right away, while E1
 is still active (reordered), or only after E1 completes (not reordered).  The engine-level matrix
-runs on ``EngineNet`` (deterministic, no I/O); the seed's §5.8 set-ups then run through the public
+runs on ``EngineNet`` (deterministic, no I/O); Zounmevo's (2014) §5.8 set-ups then run through the public
 API on the ``local`` transport, with both Info spellings, reading ``win.engine.history`` and the
 ``comm.observer`` hook.
 """
@@ -148,7 +149,7 @@ def open_e2(net: EngineNet, kind: EpochKind) -> None:
         net[0].wait()
 
 
-# (E1 kind, E2 kind) -> the flag that lets E2 activate while E1 is active, and the seed's rule.
+# (E1 kind, E2 kind) -> the flag that lets E2 activate while E1 is active, and its rule in docs/semantics.md.
 PAIRS = [
     (START, START, AAA, 12),
     (LOCK, START, AAA, 12),
@@ -247,7 +248,7 @@ def test_rule13a_lock_of_a_current_target_is_not_reordered(e1: EpochKind, flags:
 
 
 def test_rule13a_transactions_to_one_target_serialize_others_overlap() -> None:
-    """Seed §5.4.2: U(a,0) U(b,0) U(a,1) with access_after_access — U(b,0) runs beside U(a,0),
+    """Zounmevo (2014) §5.4.2: U(a,0) U(b,0) U(a,1) with access_after_access — U(b,0) runs beside U(a,0),
     U(a,1) waits for U(a,0) (same rank), and none waits for a lock it could not get anyway."""
     net = EngineNet(3, Info(access_after_access_reorder=True))
     net.manual.add(0)  # rank 0's RMA stays in flight until the test completes it
@@ -434,7 +435,7 @@ def test_rules18_19_never_reordered_across_fence_or_lock_all_even_with_every_fla
 
 
 # ====================================================================================
-# The seed's §5.8 set-ups through the public API on the local transport.
+# Zounmevo's (2014) §5.8 set-ups through the public API on the local transport.
 #
 # A late peer waits on an asyncio.Event, set by the test once the other ranks have had every
 # chance to progress: whether the victim's epoch finished before that moment is then exactly

@@ -1,6 +1,7 @@
-"""Bad input refused at the call (DESIGN §10): rank and displacement types, values that do not fit
-the window's dtype, huge allocations and a closed Comm.  Each refusal raises a typed
-``RmaUsageError`` and changes nothing; the window stays usable (``run2`` proves it after each check).
+"""Bad input refused at the call (docs/semantics.md rule 1, *Validated at the call*): rank and
+displacement types, values that do not fit the window's dtype, huge allocations and a closed Comm.
+Each refusal raises a typed ``RmaUsageError`` and changes nothing; the window stays usable
+(``run2`` proves it after each check).
 Complements tests/test_errors.py; the MPI half is tests/mpi_scripts/validation_check.py."""
 
 from __future__ import annotations

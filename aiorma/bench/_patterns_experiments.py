@@ -79,7 +79,7 @@ class Ctx:
         """Give the rank that computes (the late peer) a core of its own and put every other
         rank on the remaining cores (mpi transport, at least two CPUs; else nothing).
 
-        The seed ran one process per core.  With more ranks than cores, a peer woken while the
+        Zounmevo (2014) ran one process per core.  With more ranks than cores, a peer woken while the
         late rank busy-loops on *its* core waits for that loop to end, and the scheduler's
         placement, not the protocol, decides what propagates.
         """

@@ -330,8 +330,8 @@ class MpiEndpoint:
 
         Into allocated memory, puts and gets are ``Rput``/``Rget`` wherever the target is: on
         this node shared memory carries them, on another the network delivers them without the
-        target's CPU (measured: an 8 B put + ``Flush`` to a peer busy outside MPI takes 4 µs
-        across two emulated nodes), so a later ``Flush`` completes them in a round trip.  Ops
+        target's CPU (docs/benchmarks.md, *Off-node at the network's speed ...*), so a
+        later ``Flush`` completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
         active-message path), anything into ``win_create`` memory — are requests whose
         completion means *remote* completion (a put or accumulate becomes ``Rget_accumulate``,
