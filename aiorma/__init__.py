@@ -4,7 +4,6 @@ Public names are re-exported here from private modules; ``tests/test_exports.py`
 exactly what is meant to be public.
 """
 
-from . import diagnostics
 from ._version import __version__ as __version__
 from .comm import Comm
 from .constants import (
@@ -33,6 +32,7 @@ from .constants import (
     Op,
     SignalOp,
 )
+from .diagnostics import info
 from .errors import (
     AlreadyConnectedError,
     CollectiveMismatch,
@@ -53,16 +53,12 @@ from .errors import (
     TransportError,
     WindowFreedError,
 )
-from .info import Info
 from .progress import progress
 from .request import EpochRequest, Request
 from .runtime import run
 from .session import connect, connect_local
+from .win_info import Info
 from .window import Window
-
-# After every import: importing the submodule aiorma.info (which holds Info) binds the name
-# "info" on the package; the public name is the diagnostics function.
-info = diagnostics.info
 
 __all__ = [
     "CollectiveMismatch",

@@ -16,10 +16,10 @@ from .collectives.objects import ObjectCollectives, is_buffer
 from .constants import Op
 from .engine.actions import EpochEvent
 from .errors import CollectiveMismatch, EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
-from .info import Info, as_info
 from .ops import check_window_dtype
 from .request import Request, mark_retrieved
 from .transport.base import Endpoint
+from .win_info import Info, as_info
 from .window import Window
 from .world import World
 

@@ -189,7 +189,7 @@ class EpochRequest(Request):
             closing = self._close()
         except Exception:  # the window failed or was freed: nothing is held
             return
-        closing.add_done_callback(Request.exception)
+        closing.add_done_callback(_retrieve_request)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
@@ -221,6 +221,10 @@ def mark_retrieved(futures: list[asyncio.Future[Any]]) -> None:
             _retrieve(future)
         else:
             future.add_done_callback(_retrieve)
+
+
+def _retrieve_request(request: Request) -> None:
+    request.exception()
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

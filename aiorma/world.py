@@ -17,10 +17,10 @@ from .engine.actions import EpochEvent
 from .engine.control import ControlLayout
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError
-from .info import Info
 from .progress import ProgressDriver
 from .request import Request
 from .transport.base import Endpoint
+from .win_info import Info
 from .window import Window
 
 

@@ -18,7 +18,7 @@ import attrs
 from aiorma.engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
 from aiorma.engine.control import AtomicOp, ControlLayout, Word
 from aiorma.engine.window_engine import WindowEngine
-from aiorma.info import Info
+from aiorma.win_info import Info
 
 WIN_ID = 7
 LIFETIME = ("open", "close", "activate", "complete")

@@ -16,9 +16,9 @@ import pytest
 import aiorma
 from aiorma import EngineFailure, Info, RmaUsageError
 from aiorma.engine.control import Word
-from aiorma.info import as_info
 from aiorma.request import FAIR_SLICE
 from aiorma.transport.local import Notice
+from aiorma.win_info import as_info
 
 # ------------------------------------------------------------------------------------ Request
 

@@ -22,7 +22,7 @@ from aiorma.engine.lock_protocol import Hold
 from aiorma.engine.rules import EpochKind, EpochState
 from aiorma.engine.window_engine import WindowEngine
 from aiorma.errors import EpochError, RmaRangeError, RmaUsageError, WindowFreedError
-from aiorma.info import Info
+from aiorma.win_info import Info
 
 from .engine_net import EngineNet, snapshot
 

@@ -23,7 +23,7 @@ from aiorma.engine.states import (
 )
 from aiorma.engine.window_engine import WindowEngine
 from aiorma.errors import EngineFailure, EpochError
-from aiorma.info import Info
+from aiorma.win_info import Info
 
 from .engine_net import LIFETIME, EngineNet
 

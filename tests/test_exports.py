@@ -41,11 +41,10 @@ def test_every_public_name_resolves() -> None:
 
 
 def test_info_is_the_diagnostics_function_not_the_submodule() -> None:
-    # The submodule aiorma.info (Info's) shares the name; the package binds the function.
     from aiorma import diagnostics
 
     assert aiorma.info is diagnostics.info
-    assert aiorma.Info.__module__ == "aiorma.info"
+    assert aiorma.Info.__module__ == "aiorma.win_info"
 
 
 def test_constants_are_the_named_members() -> None:

@@ -32,12 +32,8 @@ def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=full)
 
 
-def test_info_is_public_and_the_module_of_info_still_imports() -> None:
-    # aiorma.info is the function; the submodule of the same name (Info's) still imports.
-    from aiorma.info import Info
-
+def test_info_is_public() -> None:
     assert callable(aiorma.info) and aiorma.info is diagnostics.info
-    assert Info is aiorma.Info
 
 
 def test_info_without_mpi_reports_versions_and_the_local_transport() -> None:

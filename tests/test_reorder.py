@@ -23,7 +23,7 @@ import aiorma
 from aiorma.constants import MODE_NOSUCCEED, LockType
 from aiorma.engine.actions import EpochEvent
 from aiorma.engine.rules import EpochKind, EpochState
-from aiorma.info import Info
+from aiorma.win_info import Info
 
 from .engine_net import EngineNet
 

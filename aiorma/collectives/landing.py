@@ -50,9 +50,9 @@ import attrs
 import numpy as np
 
 from ..constants import MODE_NOCHECK, Op
-from ..info import Info
 from ..request import Request, finish_as
 from ..watch import MemoryWatcher
+from ..win_info import Info
 from ..window import Window
 from ..world import World
 from .reduce_ops import reduce_into

@@ -16,7 +16,7 @@ before the next is opened).  Read with :func:`aiorma.engine.window_engine.Window
 
 from __future__ import annotations
 
-from ..info import Info
+from ..win_info import Info
 from .identity_enum import IdentityEnum
 
 
@@ -44,7 +44,7 @@ NEVER_REORDERED = frozenset({EpochKind.FENCE, EpochKind.LOCK_ALL})
 
 
 class ReorderFlag(IdentityEnum):
-    """The four reorder flags; the value is the :class:`~aiorma.info.Info` field that holds it."""
+    """The four reorder flags; the value is the :class:`~aiorma.win_info.Info` field that holds it."""
 
     ACCESS_AFTER_ACCESS = "access_after_access_reorder"
     ACCESS_AFTER_EXPOSURE = "access_after_exposure_reorder"

@@ -46,7 +46,7 @@ from ..constants import (
     LockType,
 )
 from ..errors import EngineFailure, EpochError, RmaFailure, RmaRangeError, RmaUsageError, WindowFreedError
-from ..info import Info
+from ..win_info import Info
 from .actions import Action, CompleteRequest, ControlFetch, ControlWrite, EpochEvent, FlushTarget, IssueRma
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
