@@ -4,6 +4,7 @@ takes effect at the call, awaited or not — in-process and under mpiexec, under
 from __future__ import annotations
 
 import gc
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 import aiorma
 from aiorma.sync import Counter, Event, Mutex, Semaphore
 
-from .mpi_harness import launch_mpi, run_mpi_json
+from .mpi_harness import RESULTS_DIR, launch_mpi, run_mpi_json
 from .mpi_scripts import sync_cancel as script
 
 SCRIPT = Path(script.__file__)
@@ -82,9 +83,12 @@ def test_free_with_abandoned_waits_reports_nothing(
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-def test_free_with_abandoned_waits_reports_nothing_mpi() -> None:
-    outcome = launch_mpi(SCRIPT, 2, "free_abandoned", "asyncio", "0", "0", timeout=100)
+def test_free_with_abandoned_waits_reports_nothing_mpi(tmp_path: Path) -> None:
+    outcome = launch_mpi(
+        SCRIPT, 2, "free_abandoned", "asyncio", "0", "0", timeout=100, env={RESULTS_DIR: str(tmp_path)}
+    )
     assert outcome.ok, outcome.describe()
+    assert json.loads((tmp_path / "rank1.json").read_text()) == {"abandoned": 5}
     assert not _never_retrieved(outcome.stderr + outcome.stdout), outcome.describe()
 
 
