@@ -215,3 +215,28 @@ def test_bad_input_refused_at_the_call() -> None:
             sem.acquire()
 
     aiorma.run(main, nprocs=2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["mutex", "semaphore"])
+def test_cancelled_after_the_grant_gives_it_back(backend: str, kind: str) -> None:
+    """An acquire granted at once whose await is cancelled anyway (at the await's fairness
+    checkpoint) is given back: the caller was told it does not hold it, so nobody does."""
+    import time
+
+    async def main(comm: aiorma.Comm) -> list[bool]:
+        lock = await Mutex.create(comm) if kind == "mutex" else await Semaphore.create(comm, 1)
+        acquired = lock.acquire()
+        granted_at_once = acquired.done()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            time.sleep(2 * aiorma.request.FAIR_SLICE)  # the await checkpoints: the cancel lands
+            await acquired
+        with anyio.move_on_after(5) as again:
+            await lock.acquire()  # the permit (the lock) was given back
+        await lock.release()
+        await lock.free()
+        return [granted_at_once, scope.cancelled_caught, not again.cancelled_caught]
+
+    assert aiorma.run(main, nprocs=1, backend=backend) == [[True, True, True]]
