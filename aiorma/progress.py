@@ -115,11 +115,12 @@ class ProgressDriver:
             failure.__cause__ = error
         self.fail(lambda: failure)
 
-    def peer_departed(self, rank: int) -> None:
-        """Peer ``rank`` left aiorma by an exception (the transport found its departure notice):
-        this rank fails for good with :class:`PeerFailed` naming it, as the in-process transport
-        fails its ranks when one of them raises."""
-        cause = TransportError(f"rank {rank} left aiorma by an exception")
+    def peer_departed(self, rank: int, cause: BaseException | None = None) -> None:
+        """Peer ``rank`` left aiorma by an exception (the transport found its departure notice),
+        or its process ended without leaving (``cause``): this rank fails for good with
+        :class:`PeerFailed` naming it, as the in-process transport fails its ranks when one of
+        them raises."""
+        cause = cause or TransportError(f"rank {rank} left aiorma by an exception")
         mark_retrieved(self.fail(lambda: PeerFailed(rank, cause)))
 
     def fail(self, make_error: Callable[[], RmaFailure]) -> list[asyncio.Future[Any]]:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,17 +59,19 @@ def launch_mpi(
     timeout: float = 120,
     emulate_nodes: int = 0,
     env: dict[str, str] | None = None,
+    wrapper: Sequence[str] = (),
 ) -> MpiOutcome:
     """Run ``mpiexec -n nprocs python script args`` with the repository on ``PYTHONPATH`` and return
     how it ended, never raising for a failed job.  ``emulate_nodes >= 2`` runs the ranks on that
     many emulated nodes (see :func:`aiorma.bench._launch.mpiexec_command`); the caller checks
     ``emulation_unavailable()`` first; ``env`` adds variables to the ranks' environment (e.g.
-    ``AIORMA_THIN=0``).  On a timeout the whole process group (mpiexec and every
+    ``AIORMA_THIN=0``); ``wrapper`` is a command each rank's python runs under (its arguments
+    follow).  On a timeout the whole process group (mpiexec and every
     rank) is killed before the output is collected, so nothing is left running."""
     assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    cmd = mpiexec_command(nprocs, [sys.executable, str(script), *args], emulate_nodes)
+    cmd = mpiexec_command(nprocs, [*wrapper, sys.executable, str(script), *args], emulate_nodes)
     # A new session makes mpiexec and its ranks one process group that a timeout can kill whole.
     with subprocess.Popen(
         cmd,

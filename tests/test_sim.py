@@ -419,7 +419,8 @@ def test_real_ranks_run_on_the_simulated_network() -> None:
     results = run_simulated(_ring_put, network)
     assert [v for v, _ in results] == [float((r - 1) % 6 + 1) for r in range(6)]
     assert all(t > 0 for _, t in results)  # the fences cost simulated time
-    assert [c.puts for c in network.counters] == [1] * 6
+    # the ring's put, and at close one word to each rank: its number of collective calls
+    assert [c.puts for c in network.counters] == [1 + 6] * 6
     assert all(c.packets > 0 for c in network.counters)
     again = run_simulated(_ring_put, SimNetwork(topo))
     assert again == results  # deterministic

@@ -38,7 +38,7 @@ import numpy as np
 from ..constants import Op
 from ..engine.control import AtomicOp
 from ..engine.identity_enum import IdentityEnum
-from ..errors import TransportError
+from ..errors import RmaFailure, TransportError
 
 
 class RmaKind(IdentityEnum):
@@ -100,8 +100,9 @@ class Sink(Protocol):
     def fetched(self, win_id: int, token: int, old: int) -> None: ...
     def control_changed(self, win_id: int) -> None: ...
     def failed(self, error: BaseException) -> None: ...
-    def peer_departed(self, rank: int) -> None:
-        """Peer ``rank`` left by an exception: every Request of this rank fails with PeerFailed."""
+    def peer_departed(self, rank: int, cause: BaseException | None = None) -> None:
+        """Peer ``rank`` left by an exception, or its process ended (``cause`` says how): every
+        Request of this rank fails with PeerFailed."""
 
 
 class Endpoint(Protocol):
@@ -194,7 +195,7 @@ class map_transport_errors:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
-        if exc is None or isinstance(exc, TransportError) or not isinstance(exc, Exception):
+        if exc is None or isinstance(exc, RmaFailure) or not isinstance(exc, Exception):
             return False
         # The library's own error types vary (MPI.Exception, OSError, ...).
         what = self.what if self.detail is None else f"{self.what} {self.detail}"

@@ -36,7 +36,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import attrs
@@ -47,9 +47,10 @@ from mpi4py.util import dtlib
 from ..constants import Op
 from ..engine.control import AtomicOp
 from ..engine.thin_state import thin_path_enabled
-from ..errors import RmaTypeError, TransportError
+from ..errors import PeerFailed, RmaTypeError, TransportError
 from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from .busy_progress import PROGRESS_THREAD_ENV, BusyProgress
+from .liveness import RingLiveness
 
 _T = TypeVar("_T")
 
@@ -219,6 +220,9 @@ class MpiEndpoint:
         self._departed: set[int] = set()  # peers found departed
         self._failed_first: int | None = None  # the rank they name, once found
         self._departure_notice = np.zeros(1, np.int64)  # alive while its puts are in flight
+        # Connections to the ring neighbours, whose end without a goodbye means that neighbour's
+        # process died (killed, crashed) without leaving: see aiorma.transport.liveness.
+        self._liveness = RingLiveness(self._probe_comm, hosts)
         # Atomics from another node need our MPI progress even while the loop computes without
         # awaiting: a thread drives it then (see aiorma.transport.busy_progress).
         self._busy: BusyProgress | None = None
@@ -226,8 +230,10 @@ class MpiEndpoint:
             self._busy = BusyProgress(self._probe_comm.Iprobe)
 
     def attach(self, sink: Sink) -> None:
-        """Route completions to ``sink``; called once, before any window exists."""
+        """Route completions to ``sink``; called once, on the event loop, before any window
+        exists."""
         self._sink = sink
+        self._liveness.watch(asyncio.get_running_loop(), self._peer_lost)
 
     # ------------------------------------------------------------------ windows
 
@@ -573,8 +579,9 @@ class MpiEndpoint:
                 else:
                     buf = self._word_buffers[0]
                     buf[0] = value
-                    window.ctrl.Put(buf, dest, index)
-                    window.ctrl.Flush(dest)  # a round trip: nothing in flight needs dest's CPU
+                    with self._towards(dest):
+                        window.ctrl.Put(buf, dest, index)
+                        window.ctrl.Flush(dest)  # a round trip: nothing in flight needs dest's CPU
             else:
                 self._control_accumulate(window, dest, index, op, value)
         if dest != self.rank:
@@ -585,9 +592,10 @@ class MpiEndpoint:
         whose completion (tested by the poll) is remote completion."""
         buf = np.array([value], np.int64)
         scratch = np.empty(1, np.int64)
-        request = window.ctrl.Rget_accumulate(
-            [buf, MPI.INT64_T], [scratch, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
-        )
+        with self._towards(dest):
+            request = window.ctrl.Rget_accumulate(
+                [buf, MPI.INT64_T], [scratch, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
+            )
         key = (window.win_id, dest)
         self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
         self._writes.append((request, (buf, scratch), key))
@@ -726,18 +734,56 @@ class MpiEndpoint:
     def _announce_departure(self) -> None:
         """Leaving by an exception: mark this rank departed in every peer's presence word (where
         their polls look anyway) and ring them, so that their Requests waiting on us fail with
-        PeerFailed at their next poll instead of at their own timeouts.  Waits at most
-        _DEPARTURE_PATIENCE for the notices towards peers on other nodes (their MPI progress
-        lands them; they are polling, since they wait for us)."""
+        PeerFailed at their next poll instead of at their own timeouts."""
+        self._write_presence(self.rank, departure_notice(self._failed_first))
+
+    def _peer_lost(self, rank: int, cause: BaseException | None = None) -> None:
+        """Peer ``rank``'s process ended without leaving aiorma: a ring neighbour's connection
+        ended without a goodbye (:class:`~aiorma.transport.liveness.RingLiveness`), or a write
+        into its memory failed (``cause``).  Write its departure into every other peer's presence
+        word for it — nobody else writes that word any more — and into ours, and report it, so
+        that every rank fails with PeerFailed naming it."""
+        if self._closed or rank in self._departed:
+            return
+        if cause is None:
+            cause = TransportError(f"rank {rank}'s process ended without leaving aiorma (killed or crashed)")
+        notice = departure_notice(None)
+        self._presence[rank] = notice
+        # Departed first: nothing more is written into the dead rank's memory (between nodes an
+        # RMA write into a process that no longer exists aborts the writer, in UCX).
+        self._departed.add(rank)
+        self._failed_first = rank if self._failed_first is None else self._failed_first
+        self._write_presence(rank, notice)
+        if self._sink is not None:
+            self._sink.peer_departed(self._failed_first, cause if self._failed_first == rank else None)
+
+    @contextlib.contextmanager
+    def _towards(self, dest: int) -> Iterator[None]:
+        """Around a write into another node's memory: when the network reports it failed (the
+        connection to ``dest`` was reset: its process is gone), ``dest`` is lost — reported as
+        such to every rank — and the call raises :class:`PeerFailed` naming it, not a bare
+        transport error."""
+        try:
+            yield
+        except MPI.Exception as error:
+            cause = TransportError(f"a write into rank {dest}'s memory failed: {error}")
+            cause.__cause__ = error
+            self._peer_lost(dest, cause)
+            raise PeerFailed(dest, cause) from error
+
+    def _write_presence(self, slot: int, value: int) -> None:
+        """Write ``value`` into presence word ``slot`` of every live peer and ring them.  Waits
+        at most _DEPARTURE_PATIENCE for the writes towards peers on other nodes (their MPI
+        progress lands them; they are polling, since they wait for us)."""
         notice = self._departure_notice
-        notice[0] = departure_notice(self._failed_first)
+        notice[0] = value
         requests = []
         with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
             for peer in range(self.size):
-                if peer != self.rank:
+                if peer != self.rank and peer not in self._departed:
                     requests.append(
                         self._presence_win.Raccumulate(
-                            [notice, MPI.INT64_T], peer, (self.rank, 1, MPI.INT64_T), MPI.REPLACE
+                            [notice, MPI.INT64_T], peer, (slot, 1, MPI.INT64_T), MPI.REPLACE
                         )
                     )
             deadline = time.monotonic() + _DEPARTURE_PATIENCE
@@ -809,10 +855,14 @@ class MpiEndpoint:
         self._parked = parked
         flag = self._word_buffers[0]
         flag[0] = int(parked)
-        with map_transport_errors("presence"):
-            for peer, passive in enumerate(self._passive):
-                if peer == self.rank:
-                    continue
+        for peer, passive in enumerate(self._passive):
+            if peer == self.rank or peer in self._departed:
+                continue
+            # A flag that does not arrive costs speed only (that peer skips no ring, or rings a
+            # rank that polls; the guard poll covers the rest), and the usual reason one cannot
+            # arrive is a peer whose process died: its death is reported by the liveness ring,
+            # not by failing this rank's windows on the next park.
+            with contextlib.suppress(MPI.Exception):
                 if passive:
                     self._presence_win.Accumulate(flag, peer, self.rank, MPI.REPLACE)
                     self._presence_win.Flush(peer)
@@ -889,6 +939,7 @@ class MpiEndpoint:
         if self._closed:
             return
         self._closed = True
+        self._liveness.close()  # an orderly end: the neighbours report no death
         self._stop_busy()  # before the collective below frees the communicator it probes
         windows = [self._windows.pop(win_id) for win_id in sorted(self._windows)]
         pending = [request for ops in self._pending.values() for _token, request, _keep, _served in ops]
@@ -937,6 +988,7 @@ class MpiEndpoint:
 
     def _stop(self) -> None:
         self._closed = True
+        self._liveness.close()
         self._stop_busy()
         self._collectives.shutdown(wait=False, cancel_futures=True)
         self._blocking.shutdown(wait=False, cancel_futures=True)
