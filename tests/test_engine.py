@@ -936,3 +936,42 @@ def test_fetch_result_never_asked_for_fails_the_engine() -> None:
     net.step()
     assert net.errors[0].keys() == {t}
     refused(net[0], type(net[0].failure), net[0].fence)
+
+
+def test_rule13a_lock_towards_a_target_of_an_active_start_stays_deferred() -> None:
+    """Overlapping access groups with access_after_access: a lock towards a rank the still
+    active start epoch targets must stay deferred (13a), one towards another rank activates
+    beside it — and, the flag off, the lock stays deferred whatever its rank."""
+    net = EngineNet(4, Info(access_after_access_reorder=True))
+    net.manual.add(0)  # rank 0's flushes are left pending: its start epoch stays active
+    net[1].post([0])
+    net[2].post([0])
+    net[0].start([1, 2])
+    net[0].rma(2, "x")
+    net[0].complete()
+    net.settle()
+    net[0].lock(3)  # not a target of the active start: activates beside it
+    net[0].unlock(3)
+    net[0].lock(2)  # a target of the active start: deferred
+    assert live(net[0]) == [
+        (1, EpochKind.START, ACTIVE, True),
+        (2, LOCK, ACTIVE, True),
+        (3, LOCK, DEFERRED, False),
+    ]
+    net.manual.discard(0)
+    net[0].flushed(2, 1)
+    net[0].unlock(2)
+    net[1].wait()
+    net[2].wait()
+    net.settle()
+    assert_all_done(net)
+
+    net = EngineNet(4)  # no flag: the next access epoch waits for the start's completion
+    net.manual.add(0)
+    net[1].post([0])
+    net[0].start([1])
+    net[0].rma(1, "x")
+    net[0].complete()
+    net.settle()
+    net[0].lock(3)
+    assert live(net[0]) == [(1, EpochKind.START, ACTIVE, True), (2, LOCK, DEFERRED, False)]
