@@ -324,7 +324,7 @@ class ProgressDriver:
         await self.waiter.stop()
         await self.endpoint.close()
 
-    async def abandon(self) -> None:
+    async def abandon(self, cause: BaseException | None = None) -> None:
         """Stop this rank's progress without anything collective, after a failure: pending
         Requests fail with :class:`TransportError`, the waiter stops, the endpoint closes its
         threads and sockets (its MPI objects are left for ``MPI_Finalize``)."""
@@ -333,7 +333,13 @@ class ProgressDriver:
         )
         self.engines.clear()
         await self.waiter.stop()
-        self.endpoint.abandon()
+        self.endpoint.abandon(None if cause is None else describe_cause(cause))
+
+
+def describe_cause(cause: BaseException) -> str:
+    """What a departing rank tells its peers it left with: the exception's type and message
+    (a PeerFailed it got from another rank names that rank, which the peers learn anyway)."""
+    return f"{type(cause).__name__}: {cause}"
 
 
 def progress() -> None:

@@ -130,29 +130,30 @@ async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -
     comms = [Comm(endpoint) for endpoint in endpoints]
     try:
         await asyncio.gather(*(comm._start() for comm in comms))
-    except BaseException:
-        await _abandon(comms)
+    except BaseException as exc:
+        await _abandon(comms, exc)
         raise
     recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
     try:
         try:
             yield comms
-        except BaseException:
-            await _abandon(comms)
+        except BaseException as exc:
+            await _abandon(comms, exc)
             raise
         try:
             await asyncio.gather(*(comm._close() for comm in comms))
-        except BaseException:  # a failed close (CollectiveMismatch, a peer's failure) leaves alone
-            await _abandon(comms)
+        except BaseException as exc:  # a failed close (CollectiveMismatch, a peer's failure): alone
+            await _abandon(comms, exc)
             raise
     finally:
         _trace.flush(recorders, per_rank=per_rank_trace)
 
 
-async def _abandon(comms: list[Comm]) -> None:
-    """Stop the ranks' progress without anything collective (the peers may not be leaving)."""
+async def _abandon(comms: list[Comm], cause: BaseException) -> None:
+    """Stop the ranks' progress without anything collective (the peers may not be leaving),
+    telling them why (``cause``)."""
     for comm in comms:
-        await comm.world.abandon()
+        await comm.world.abandon(cause)
 
 
 async def _in_thread(fn: Any, *args: Any) -> Any:

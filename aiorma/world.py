@@ -116,6 +116,7 @@ class World:
             await sync.free()
         await self.driver.close()
 
-    async def abandon(self) -> None:
-        """Stop progress without anything collective (after a failure)."""
-        await self.driver.abandon()
+    async def abandon(self, cause: BaseException | None = None) -> None:
+        """Stop progress without anything collective (after a failure: ``cause``, which the
+        peers are told)."""
+        await self.driver.abandon(cause)

@@ -36,6 +36,8 @@ def test_peers_learn_that_a_rank_left(emulate_nodes: int, late: bool, tmp_path: 
     for rank in (0, 2):
         assert results[rank]["error"] == "PeerFailed", (rank, results, outcome.describe())
         assert results[rank]["rank"] == 1
+        # what rank 1 raised travels with its departure
+        assert "ValueError: rank 1 leaves on purpose" in results[rank]["cause"], results
         assert results[rank]["after_s"] < 2.0, results  # not the 15 s timeout
     assert "never retrieved" not in outcome.stderr, outcome.describe()
     # No warning flood buries the failure (the launcher sets UCX_LOG_LEVEL, see QUIET_UCX).

@@ -44,4 +44,5 @@ def test_survivors_notice_a_killed_rank(emulate_nodes: int, tmp_path: Path) -> N
         got = results[rank]
         assert got.get("error") == "PeerFailed" and got.get("rank") == 1, (rank, results, outcome.describe())
         assert got["at"] - killed_at < BOUND, (rank, got["at"] - killed_at, results)
+        assert "rank 1" in got["cause"], results  # its process ended, or a write into it failed
         assert got["left_at"] - killed_at < BOUND + 1.0, results  # and left connect promptly

@@ -176,8 +176,9 @@ class Endpoint(Protocol):
     async def close(self) -> None:
         """Collective: free every window left open and whatever start-up created; idempotent."""
 
-    def abandon(self) -> None:
-        """Local, after a failure (peers may not be closing): stop threads, close sockets; leave
+    def abandon(self, reason: str | None = None) -> None:
+        """Local, after a failure (peers may not be closing): tell the peers this rank left and
+        why (``reason``, the exception it left with), stop threads, close sockets; leave
         collective objects (MPI windows, communicators) to the library's finalisation."""
 
 

@@ -337,8 +337,8 @@ class LocalEndpoint:
     async def close(self) -> None:
         return None
 
-    def abandon(self) -> None:
-        return None
+    def abandon(self, reason: str | None = None) -> None:
+        return None  # in-process ranks fail their peers with the exception itself (runtime.py)
 
     def _op_done(self, win_id: int, token: int) -> None:
         if self.sink is not None:

@@ -93,6 +93,7 @@ def departed_root(rank: int, notice: int) -> int:
     code = (notice - _DEPARTED) // 4
     return rank if code == 0 else code - 1
 _DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its departure notices to land
+_REASON_BYTES = 256  # of a departing rank's exception, as UTF-8 text, in each peer's memory
 
 
 def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, int, bool]:
@@ -210,9 +211,16 @@ class MpiEndpoint:
         # peer that is not parked is skipped: it is polling anyway, and a ring costs a system
         # call on both sides.
         with map_transport_errors("MpiEndpoint start-up"):
-            self._presence_win = MPI.Win.Allocate(8 * self.size, 8, comm=self._probe_comm)
-            self._presence = np.frombuffer(self._presence_win.tomemory(), np.int64)[: self.size]
+            # After the words: one _REASON_BYTES slot per peer, where a departing peer writes the
+            # exception it left with (before its notice), so PeerFailed can say what it raised.
+            size = self.size
+            self._presence_win = MPI.Win.Allocate((8 + _REASON_BYTES) * size, 8, comm=self._probe_comm)
+            memory = self._presence_win.tomemory()
+            self._presence = np.frombuffer(memory, np.int64)[:size]
+            self._reasons = np.frombuffer(memory, np.uint8)[8 * size : (8 + _REASON_BYTES) * size]
+            self._reasons = self._reasons.reshape(size, _REASON_BYTES)
             self._presence[:] = 0
+            self._reasons[:] = 0
             self._presence_win.Lock_all()
             self._probe_comm.Barrier()
         self._parked = False
@@ -728,14 +736,33 @@ class MpiEndpoint:
                 found = True
         if found:
             assert self._failed_first is not None
-            sink.peer_departed(self._failed_first)  # the driver keeps the first failure only
+            sink.peer_departed(self._failed_first, self._reason_of(self._failed_first))
         return found
 
-    def _announce_departure(self) -> None:
-        """Leaving by an exception: mark this rank departed in every peer's presence word (where
+    def _reason_of(self, rank: int) -> TransportError | None:
+        """Why ``rank`` left, as written into our reasons (by it, or by the neighbour that saw
+        it die), as the cause of its PeerFailed (None: nothing written)."""
+        text = self._reasons[rank].tobytes().split(b"\0", 1)[0].decode("utf-8", "replace")
+        return TransportError(text) if text else None
+
+    def _announce_departure(self, reason: str | None) -> None:
+        """Leaving by an exception: write ``reason`` (what this rank raised) into our slot of
+        every peer's reasons, then mark this rank departed in every peer's presence word (where
         their polls look anyway) and ring them, so that their Requests waiting on us fail with
-        PeerFailed at their next poll instead of at their own timeouts."""
+        PeerFailed naming us and our exception at their next poll, not at their own timeouts.
+        A rank leaving because another failed first sends no reason: the peers name that one."""
+        if reason is not None and self._failed_first is None:
+            self._write_reason(self.rank, f"rank {self.rank} left aiorma by an exception: {reason}")
         self._write_presence(self.rank, departure_notice(self._failed_first))
+
+    def _write_reason(self, rank: int, reason: str) -> None:
+        """Write ``reason`` into ``rank``'s slot of every live peer's reasons (and ours)."""
+        text = np.zeros(_REASON_BYTES, np.uint8)
+        encoded = reason.encode("utf-8", "replace")[: _REASON_BYTES - 1]
+        text[: len(encoded)] = np.frombuffer(encoded, np.uint8)
+        self._reasons[rank] = text
+        disp = (8 * self.size + rank * _REASON_BYTES) // 8
+        self._write_everywhere([text, MPI.BYTE], (disp, _REASON_BYTES, MPI.BYTE))
 
     def _peer_lost(self, rank: int, cause: BaseException | None = None) -> None:
         """Peer ``rank``'s process ended without leaving aiorma: a ring neighbour's connection
@@ -747,6 +774,7 @@ class MpiEndpoint:
             return
         if cause is None:
             cause = TransportError(f"rank {rank}'s process ended without leaving aiorma (killed or crashed)")
+        self._write_reason(rank, str(cause))
         notice = departure_notice(None)
         self._presence[rank] = notice
         # Departed first: nothing more is written into the dead rank's memory (between nodes an
@@ -756,6 +784,19 @@ class MpiEndpoint:
         self._write_presence(rank, notice)
         if self._sink is not None:
             self._sink.peer_departed(self._failed_first, cause if self._failed_first == rank else None)
+
+    def _write_everywhere(self, origin: list[Any], target: tuple[int, int, MPI.Datatype]) -> None:
+        """Write ``origin`` at ``target`` of every live peer's presence window (REPLACE, so
+        atomic per element).  Waits at most _DEPARTURE_PATIENCE for the writes towards peers on
+        other nodes (their MPI progress lands them; they are polling, since they wait for us)."""
+        requests = []
+        with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
+            for peer in range(self.size):
+                if peer != self.rank and peer not in self._departed:
+                    requests.append(self._presence_win.Raccumulate(origin, peer, target, MPI.REPLACE))
+            deadline = time.monotonic() + _DEPARTURE_PATIENCE
+            while requests and time.monotonic() < deadline:
+                requests = [request for request in requests if not request.Test()]
 
     @contextlib.contextmanager
     def _towards(self, dest: int) -> Iterator[None]:
@@ -772,23 +813,10 @@ class MpiEndpoint:
             raise PeerFailed(dest, cause) from error
 
     def _write_presence(self, slot: int, value: int) -> None:
-        """Write ``value`` into presence word ``slot`` of every live peer and ring them.  Waits
-        at most _DEPARTURE_PATIENCE for the writes towards peers on other nodes (their MPI
-        progress lands them; they are polling, since they wait for us)."""
+        """Write ``value`` into presence word ``slot`` of every live peer and ring them."""
         notice = self._departure_notice
         notice[0] = value
-        requests = []
-        with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
-            for peer in range(self.size):
-                if peer != self.rank and peer not in self._departed:
-                    requests.append(
-                        self._presence_win.Raccumulate(
-                            [notice, MPI.INT64_T], peer, (slot, 1, MPI.INT64_T), MPI.REPLACE
-                        )
-                    )
-            deadline = time.monotonic() + _DEPARTURE_PATIENCE
-            while requests and time.monotonic() < deadline:
-                requests = [request for request in requests if not request.Test()]
+        self._write_everywhere([notice, MPI.INT64_T], (slot, 1, MPI.INT64_T))
         for peer in range(self.size):
             if peer != self.rank and self._bells[peer] is not None and self._doorbell is not None:
                 with contextlib.suppress(OSError):
@@ -973,12 +1001,12 @@ class MpiEndpoint:
         finally:
             self._stop()
 
-    def abandon(self) -> None:
-        """Leave after a failure: tell the peers this rank departed (see
+    def abandon(self, reason: str | None = None) -> None:
+        """Leave after a failure: tell the peers this rank departed and why (see
         :meth:`_announce_departure`), stop the workers (a collective stuck in one is left to
         finish on its own) and close the doorbell; the MPI objects are left for ``MPI_Finalize``."""
         if not self._closed:
-            self._announce_departure()
+            self._announce_departure(reason)
         self._stop()
 
     def _stop_busy(self) -> None:

@@ -44,7 +44,12 @@ async def main(late: bool, calls: bool) -> dict[str, object]:
     except aiorma.PeerFailed as failure:
         if seen:
             return seen
-        return {"error": "PeerFailed", "rank": failure.rank, "after_s": time.perf_counter() - began}
+        return {
+            "error": "PeerFailed",
+            "rank": failure.rank,
+            "cause": str(failure.cause),
+            "after_s": time.perf_counter() - began,
+        }
     except TimeoutError:
         return {"error": "timeout", "after_s": time.perf_counter() - began}
     except ValueError as error:

@@ -45,7 +45,7 @@ async def main() -> dict[str, object]:
                 await waits[rank]()
             result["error"] = None  # the wait completed: wrong
     except aiorma.PeerFailed as failure:
-        result.update(error="PeerFailed", rank=failure.rank, at=time.time())
+        result.update(error="PeerFailed", rank=failure.rank, cause=str(failure.cause), at=time.time())
     except TimeoutError:
         result.update(error="timeout", at=time.time())
     result["left_at"] = time.time()  # connect was left (it did not hang)
