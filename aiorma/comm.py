@@ -15,7 +15,14 @@ from .collectives.api import Collectives
 from .collectives.objects import ObjectCollectives, is_buffer
 from .constants import Op
 from .engine.actions import EpochEvent
-from .errors import CollectiveMismatch, EpochError, RmaMemoryError, RmaTypeError, RmaUsageError
+from .errors import (
+    CollectiveMismatch,
+    EpochError,
+    RmaMemoryError,
+    RmaTypeError,
+    RmaUsageError,
+    TransportError,
+)
 from .ops import check_window_dtype
 from .request import Request, mark_retrieved
 from .transport.base import Endpoint
@@ -410,6 +417,16 @@ class Comm:
         if collectives is not None:
             await collectives.close()
         await self.world.close()
+
+    async def _abandon(self, cause: BaseException) -> None:
+        """Leave without anything collective, after ``cause`` (the peers may not be leaving):
+        the unfinished collectives fail quietly (nobody may await them any more), then the
+        World stops its progress and tells the peers."""
+        if self._collectives is not None:
+            mark_retrieved(
+                self._collectives.fail(lambda: TransportError("aiorma was left while this was pending"))
+            )
+        await self.world.abandon(cause)
 
     def __repr__(self) -> str:
         return f"<Comm rank {self.rank} of {self.size}>"

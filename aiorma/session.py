@@ -153,7 +153,7 @@ async def _abandon(comms: list[Comm], cause: BaseException) -> None:
     """Stop the ranks' progress without anything collective (the peers may not be leaving),
     telling them why (``cause``)."""
     for comm in comms:
-        await comm.world.abandon(cause)
+        await comm._abandon(cause)
 
 
 async def _in_thread(fn: Any, *args: Any) -> Any:

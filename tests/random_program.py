@@ -13,6 +13,7 @@ off (``AIORMA_THIN``), and every transport, must give exactly :func:`expected_ou
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -48,14 +49,31 @@ def _value(step: int, rank: int) -> int:
     return 1000 * (step + 1) + rank
 
 
-async def run_program(comm: aiorma.Comm, program: list[dict[str, Any]]) -> dict[str, Any]:
-    """Run ``program`` on this rank; returns its final window contents and its recorded gets."""
+async def _await(request: aiorma.Request) -> Any:
+    return await request
+
+
+async def _no_fault(step: int) -> None:
+    return None
+
+
+async def run_program(
+    comm: aiorma.Comm,
+    program: list[dict[str, Any]],
+    wait: Callable[[aiorma.Request], Awaitable[Any]] = _await,
+    fault: Callable[[int], Awaitable[None]] = _no_fault,
+) -> dict[str, Any]:
+    """Run ``program`` on this rank; returns its final window contents and its recorded gets.
+    ``wait(request)`` awaits each Request the program waits for (the soak test abandons some
+    of those waits first, tests/soak.py); ``fault(step)`` runs before each step (the soak test
+    makes one rank fail there)."""
     rank, size = comm.rank, comm.size
     win = await comm.win_allocate(window_size(size), np.int64)
     gets: list[int] = []
     fence_open = False
     for entry in program:
         step, hold = entry["step"], entry["hold"]
+        await fault(step)
         target = entry["targets"][rank]
         slot = rank * SLOTS + entry["slot"]
         value = np.array([_value(step, rank)], np.int64)
@@ -66,19 +84,19 @@ async def run_program(comm: aiorma.Comm, program: list[dict[str, Any]]) -> dict[
             return request if hold else None
 
         if entry["kind"] != "fence" and fence_open:
-            await win.fence(aiorma.MODE_NOSUCCEED)
+            await wait(win.fence(aiorma.MODE_NOSUCCEED))
             fence_open = False
         if entry["kind"] == "fence":
             if not fence_open:
-                await win.fence(aiorma.MODE_NOPRECEDE)
+                await wait(win.fence(aiorma.MODE_NOPRECEDE))
             later(win.put(value, target, slot))
             if entry["middle"]:
-                await win.fence()  # closes this epoch and opens the next
+                await wait(win.fence())  # closes this epoch and opens the next
                 fence_open = True
             else:
                 closing = win.fence(aiorma.MODE_NOSUCCEED)
                 if not hold:
-                    await closing
+                    await wait(closing)
                 held.append(closing)
                 fence_open = False
         elif entry["kind"] == "pscw":
@@ -86,7 +104,7 @@ async def run_program(comm: aiorma.Comm, program: list[dict[str, Any]]) -> dict[
             exposure = win.post([left]) if size > 1 else None
             access = win.start([right])
             if not hold:
-                await access
+                await wait(access)
             later(win.put(value, right, slot))
             held.append(win.complete())
             if exposure is not None:
@@ -95,27 +113,27 @@ async def run_program(comm: aiorma.Comm, program: list[dict[str, Any]]) -> dict[
             kind = aiorma.LOCK_EXCLUSIVE if entry["exclusive"][rank] else aiorma.LOCK_SHARED
             locked = win.lock(target, kind)
             if not hold:
-                await locked
+                await wait(locked)
             later(win.accumulate(value, target, size * SLOTS + entry["acc"], aiorma.SUM))
             if entry["fetch"]:
                 old = np.zeros(1, np.int64)
                 later(win.fetch_and_op(np.ones(1, np.int64), old, target, size * SLOTS + entry["acc"]))
             held.append(win.unlock(target))
         else:  # lock_all
-            await win.lock_all()
+            await wait(win.lock_all())
             win.put(value, target, slot)
-            await win.flush(target)
+            await wait(win.flush(target))
             back = np.zeros(1, np.int64)
-            await win.get(back, target, slot)
-            await win.flush(target)
+            await wait(win.get(back, target, slot))
+            await wait(win.flush(target))
             gets.append(int(back[0]))
-            await win.unlock_all()
+            await wait(win.unlock_all())
         for request in held:
-            await request
+            await wait(request)
         if entry["kind"] in ("lock", "lock_all", "pscw"):
-            await comm.barrier()  # every rank's passive updates are in before the next step reads
+            await wait(comm.barrier())  # every rank's passive updates are in before the next step reads
     if fence_open:
-        await win.fence(aiorma.MODE_NOSUCCEED)
+        await wait(win.fence(aiorma.MODE_NOSUCCEED))
     await comm.barrier()
     memory = [int(x) for x in win.memory]
     await comm.barrier()

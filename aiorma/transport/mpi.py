@@ -37,7 +37,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import attrs
 import numpy as np
@@ -628,8 +628,16 @@ class MpiEndpoint:
         runs wherever this one does: every rank with a peer on another node).  Blocking there
         costs a network round trip while ``dest`` awaits, at most the thread's bound while it
         computes (aiorma.transport.busy_progress) — shorter than the round trips through this
-        rank's worker thread or event loop that a request-based atomic costs."""
-        return self._passive_puts and self._busy is not None and not self._passive[dest]
+        rank's worker thread or event loop that a request-based atomic costs.  Never towards a
+        peer that left (its departure notice is in our memory before its thread stops): nobody
+        would serve the atomic, and the loop would block for good; the request-based atomic
+        fails with the departure at the next poll instead."""
+        return (
+            self._passive_puts
+            and self._busy is not None
+            and not self._passive[dest]
+            and self._presence[dest] < _DEPARTED
+        )
 
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
@@ -807,10 +815,14 @@ class MpiEndpoint:
         try:
             yield
         except MPI.Exception as error:
-            cause = TransportError(f"a write into rank {dest}'s memory failed: {error}")
-            cause.__cause__ = error
-            self._peer_lost(dest, cause)
-            raise PeerFailed(dest, cause) from error
+            self._failed_towards(dest, error)
+
+    def _failed_towards(self, dest: int, error: Exception) -> NoReturn:
+        """An operation towards ``dest`` failed in MPI: ``dest`` is lost (see :meth:`_towards`)."""
+        cause = TransportError(f"an operation on rank {dest}'s memory failed: {error}")
+        cause.__cause__ = error
+        self._peer_lost(dest, cause)
+        raise PeerFailed(dest, cause) from error
 
     def _write_presence(self, slot: int, value: int) -> None:
         """Write ``value`` into presence word ``slot`` of every live peer and ring them."""
@@ -836,11 +848,14 @@ class MpiEndpoint:
         done: list[tuple[int, int]] = []
         for key, entries in list(self._pending.items()):
             left = []
-            for entry in entries:
-                if entry[1].Test():
-                    done.append((key[0], entry[0]))
-                else:
-                    left.append(entry)
+            try:
+                for entry in entries:
+                    if entry[1].Test():
+                        done.append((key[0], entry[0]))
+                    else:
+                        left.append(entry)
+            except MPI.Exception as error:  # its target is gone (see _towards)
+                self._failed_towards(key[1], error)
             if left:
                 self._pending[key] = left
             else:
@@ -850,7 +865,13 @@ class MpiEndpoint:
         return bool(done)
 
     def _test_fetches(self) -> bool:
-        done = [entry for entry in self._fetches if entry[2].Test()]
+        done = []
+        for entry in self._fetches:
+            try:
+                if entry[2].Test():
+                    done.append(entry)
+            except MPI.Exception as error:  # its target is gone (see _towards)
+                self._failed_towards(self._fetch_targets[entry[1]], error)
         if not done:
             return False
         self._fetches = [entry for entry in self._fetches if entry not in done]
@@ -862,7 +883,11 @@ class MpiEndpoint:
     def _test_writes(self) -> None:
         left = []
         for entry in self._writes:
-            if entry[0].Test():
+            try:
+                finished = entry[0].Test()
+            except MPI.Exception as error:  # its target is gone (see _towards)
+                self._failed_towards(entry[2][1], error)
+            if finished:
                 self._ctrl_landed(entry[2])
             else:
                 left.append(entry)
