@@ -65,6 +65,7 @@ class MemoryWatcher:
         self._guard: asyncio.TimerHandle | None = None
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
+        self._failure: BaseException | None = None  # once failed, every later wait fails too
         # A source of the rank's waiter on every transport: the waiter re-checks it after each
         # poll where there is one, and fails it when the rank fails (a peer left: the write it
         # waits for may never come).
@@ -77,6 +78,11 @@ class MemoryWatcher:
         if test(self.memory[index], value):
             return self._done
         future: asyncio.Future[None] = self._loop.create_future()
+        if self._failure is not None:
+            # A collective step that registers its next wait after the failure (it was resumed
+            # by something else that finished) must not wait for a peer that is gone.
+            future.set_exception(self._failure)
+            return future
         self._waits.append((index, test, value, future))
         if self._waiter.polled:
             self._waiter.wake()
@@ -107,7 +113,10 @@ class MemoryWatcher:
         return fired
 
     def fail(self, exc: BaseException) -> list[asyncio.Future[None]]:
-        """Fail every pending wait (the Comm is closing or broken); the futures it failed."""
+        """Fail every pending wait, and every later one (the Comm is closing or broken, the
+        window freed); the futures it failed."""
+        if self._failure is None:
+            self._failure = exc
         waits, self._waits = self._waits, []
         failed = [future for *_entry, future in waits if not future.done()]
         for future in failed:

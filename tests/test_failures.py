@@ -343,3 +343,30 @@ def test_a_collective_some_rank_never_called_ends_the_run(caplog: pytest.LogCapt
     assert raised.value.counts == [0, 1, 1]
     assert time.monotonic() - started < 10
     assert "never retrieved" not in caplog.text
+
+
+async def test_a_wait_registered_after_the_failure_fails_too() -> None:
+    """A collective step resumed after its peer failed (by something else that finished) and
+    registering its next flag wait then: the wait fails at once instead of waiting for the gone
+    peer (the soak test found ranks stuck in a barrier this way, 7 rounds in 40)."""
+    from aiorma.watch import MemoryWatcher
+
+    class Waiter:
+        polled = False
+
+        def add_source(self, source: object) -> None: ...
+
+        def remove_source(self, source: object) -> None: ...
+
+        def wake(self) -> None: ...
+
+    watcher = MemoryWatcher(np.zeros(2, np.int64), Waiter())
+    pending = watcher.wait(0, 1)
+    failure = PeerFailed(1, Boom("gone"))
+    assert watcher.fail(failure) == [pending]
+    later = watcher.wait(1, 1)
+    assert later.done() and later.exception() is failure
+    assert watcher.wait(1, 0).exception() is None  # a wait already met is met
+    watcher.close()
+    with pytest.raises(PeerFailed):
+        await pending
