@@ -46,3 +46,27 @@ def test_survivors_notice_a_killed_rank(emulate_nodes: int, tmp_path: Path) -> N
         assert got["at"] - killed_at < BOUND, (rank, got["at"] - killed_at, results)
         assert "rank 1" in got["cause"], results  # its process ended, or a write into it failed
         assert got["left_at"] - killed_at < BOUND + 1.0, results  # and left connect promptly
+
+
+SETUP = Path(__file__).parent / "mpi_scripts" / "liveness_setup.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kill", [False, True], ids=["orderly", "rank_2_killed"])
+def test_a_rank_that_cannot_connect_is_no_death(kill: bool, tmp_path: Path) -> None:
+    """Rank 1 cannot reach its successor (2): that connection is never made, rank 2 does not
+    wait for it, and nobody reports a death — neither then nor at an orderly close; the other
+    connections stand, so rank 2's death is still reported by its other neighbour (0)."""
+    args = ["kill"] if kill else []
+    wrapper = OUTLIVE if kill else ()
+    outcome = launch_mpi(SETUP, 3, *args, timeout=45, env={RESULTS_DIR: str(tmp_path)}, wrapper=wrapper)
+    results = {r: json.loads(p.read_text()) for r in range(3) if (p := tmp_path / f"rank{r}.json").exists()}
+    assert results[1]["neighbours"] == [0], (results, outcome.describe())
+    assert results[0]["neighbours"] == ([1] if kill else [1, 2]), results  # (2's closed when it died)
+    assert results[1]["deaths"] == [], results
+    if kill:
+        assert results[0]["deaths"] == [2], results
+    else:
+        assert results[2]["neighbours"] == [0], results
+        assert all(r["deaths"] == [] == r["after_close"] for r in results.values()), results

@@ -53,23 +53,39 @@ class RingLiveness:
             return
         successor = (self.rank + 1) % self.size
         predecessor = (self.rank - 1) % self.size
-        try:
-            # Connect first, accept second: the kernel completes a connection to a listening
-            # socket before anyone accepts it, so no rank waits for another's accept.
-            peer = addresses[successor]
-            if peer is not None and listener is not None:
-                self._sockets[socket.create_connection(peer, timeout=_CONNECT_PATIENCE)] = successor
-            if addresses[predecessor] is not None and listener is not None:
+        # Connect first (the kernel completes a connection to a listening socket before anyone
+        # accepts it), tell everyone whether it worked, then accept only a connection that was
+        # made: no rank waits for one that will never come.  Then keep a connection only when
+        # both of its ends set it up — a neighbour that closes a half-made one must not read as
+        # dead — which both ends decide alike from the same exchanges.
+        outgoing = None
+        if listener is not None and addresses[successor] is not None:
+            try:
+                outgoing = socket.create_connection(addresses[successor], timeout=_CONNECT_PATIENCE)
+            except OSError:  # (a host name that resolves to an address we cannot reach)
+                outgoing = None
+        made = comm.allgather(outgoing is not None)
+        incoming = None
+        if listener is not None and made[predecessor]:
+            try:
                 listener.settimeout(_CONNECT_PATIENCE)
-                connection, _ = listener.accept()
-                self._sockets[connection] = predecessor
-        except OSError:  # no liveness for this rank: the peers' timeouts remain
-            self._close_sockets()
-        finally:
-            if listener is not None:
-                listener.close()
-        for connection in self._sockets:
-            connection.setblocking(False)
+                incoming, _ = listener.accept()
+            except OSError:
+                incoming = None
+        if listener is not None:
+            listener.close()
+        accepted = comm.allgather(incoming is not None or not made[predecessor])
+        for connection, neighbour, kept in (
+            (outgoing, successor, accepted[successor]),
+            (incoming, predecessor, True),
+        ):
+            if connection is None:
+                continue
+            if kept:
+                connection.setblocking(False)
+                self._sockets[connection] = neighbour
+            else:
+                connection.close()
 
     @property
     def neighbours(self) -> list[int]:
