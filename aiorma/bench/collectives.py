@@ -349,6 +349,7 @@ def main(argv: list[str]) -> int:
         "emulate_nodes": args.emulate_nodes,
         "rows": rows,
     }
+    print(f"collectives, {result['machine']['mpi_library']}")
     print(table(rows))
     print(f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     if args.json is not None:

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser, plot_directory
-from ._launch import add_emulate_nodes_option, ensure_mpi_ranks
+from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
 
 CASES = ("lock/put/unlock", "lock_all put+flush", "fence/put/fence", "pscw", "put", "flush")
 
@@ -238,13 +238,14 @@ def main(argv: list[str]) -> int:
     import aiorma
 
     result = aiorma.run(run, options, backend=options.backend)
-    if os.environ.get("PMI_RANK", "0") != "0":
+    if launched_rank() != 0:
         return 0
     thin = os.environ.get("AIORMA_THIN", "1") != "0"
     print(
         f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}, {options.backend}; "
         "µs per repetition"
     )
+    print(f"hotpath, {mpi_library_name()}")
     print(f"{'case':22} {'mpi4py':>9} {'aiorma':>9} {'ratio':>7}")
     ratios = {}
     for case in CASES:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser, plot_directory
-from ._launch import add_emulate_nodes_option, ensure_mpi_ranks
+from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
 
 CASES = ("notified put", "pscw epoch", "mpi4py put+flag", "mpi4py pscw")
 
@@ -170,10 +169,10 @@ def main(argv: list[str]) -> int:
     import aiorma
 
     us = aiorma.run(run, options)
-    if os.environ.get("PMI_RANK", "0") != "0":
+    if launched_rank() != 0:
         return 0
     where = f"{options.emulate_nodes} emulated nodes" if options.emulate_nodes >= 2 else "one node"
-    print(f"notified, {options.bytes} B, {where}; µs per message (half a round trip)")
+    print(f"notified, {mpi_library_name()}, {options.bytes} B, {where}; µs per message (half a round trip)")
     for case in CASES:
         print(f"  {case:18} {us[case]:9.2f}")
     ratios = {

@@ -36,7 +36,7 @@ import numpy as np
 
 from .._cli import command_parser, plot_directory
 from ._app_runs import machine
-from ._launch import EMULATE_ENV, add_emulate_nodes_option, ensure_mpi_ranks
+from ._launch import EMULATE_ENV, add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
 
 MODES = ("fence", "pscw", "lock", "lock_all")
 OPS = ("put", "get", "accumulate", "fetch_and_op", "compare_and_swap")
@@ -57,6 +57,10 @@ def sizes_up_to(limit: int) -> list[int]:
     return sizes or [8]
 
 
+#: Open MPI's byte-transfer components (``--mca btl``), as its ranks see them.
+OMPI_BTL = "OMPI_MCA_btl"
+
+
 def where_am_i() -> dict[str, Any]:
     """What this rank sees of its node: how it tells, if at all, that the node is emulated."""
     from mpi4py import MPI
@@ -66,6 +70,7 @@ def where_am_i() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "processor_name": MPI.Get_processor_name(),
         "MPIR_CVAR_NOLOCAL": os.environ.get("MPIR_CVAR_NOLOCAL"),
+        OMPI_BTL: os.environ.get(OMPI_BTL),  # Open MPI's emulation: "self,tcp"
         EMULATE_ENV: os.environ.get(EMULATE_ENV),
     }
 
@@ -331,7 +336,7 @@ def main(argv: list[str]) -> int:
 
     found = aiorma.run(measure, options)
     records = found.get("records")
-    if os.environ.get("PMI_RANK", "0") == "0" and records:
+    if launched_rank() == 0 and records:
         if options.json:
             document = {
                 "benchmark": "osu",
@@ -349,7 +354,8 @@ def main(argv: list[str]) -> int:
                 print(f"wrote {path}", file=sys.stderr)
         hosts = ", ".join(f"rank {r['rank']}: {r['hostname']}" for r in found["ranks"])
         emulated = f"{options.emulate_nodes} emulated nodes" if options.emulate_nodes >= 2 else "one node"
-        print(f"osu, {emulated} ({hosts}); median of {options.iters} epochs; ratio = aiorma / mpi4py")
+        print(f"osu, {mpi_library_name()}, {emulated} ({hosts}); median of {options.iters} epochs; ", end="")
+        print("ratio = aiorma / mpi4py")
         print(f"{'test':9} {'mode':8} {'op':16} {'bytes':>8} {'mpi us':>9} {'aiorma us':>10} {'ratio':>6}")
         for r in records:
             print(

@@ -36,7 +36,7 @@ import numpy as np
 import aiorma
 
 from .._cli import command_parser, plot_directory
-from ._launch import find_mpiexec
+from ._launch import mpiexec_command
 from ._patterns_experiments import (
     BLOCKING,
     DELAY,
@@ -162,13 +162,12 @@ def _run_local(nprocs: int, names: list[str], args: argparse.Namespace) -> list[
 
 
 def _run_mpi(nprocs: int, names: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
-    mpiexec = find_mpiexec()
     root = Path(aiorma.__file__).resolve().parent.parent
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory(prefix="aiorma-patterns-") as tmp:
-        cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", "aiorma.bench", "patterns"]
-        cmd += ["--worker", tmp, "--only", ",".join(names), *_filters(args)]
+        worker = [sys.executable, "-m", "aiorma.bench", "patterns", "--worker", tmp]
+        cmd = mpiexec_command(nprocs, [*worker, "--only", ",".join(names), *_filters(args)])
         _log(f"{nprocs} ranks: {' '.join(names)}")
         # Own session: a timeout kills mpiexec and every rank together.
         with subprocess.Popen(cmd, env=env, start_new_session=True) as proc:

@@ -13,7 +13,6 @@ largest over the smallest time per epoch among N ≥ 100 (flat: about 1).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser
-from ._launch import ensure_mpi_ranks
+from ._launch import ensure_mpi_ranks, launched_rank
 
 KINDS = ("fence", "pscw", "lock", "lock_all")
 
@@ -115,7 +114,7 @@ def main(argv: list[str]) -> int:
         records = aiorma.run(measure, counts, nprocs=2)[0]
     else:
         records = aiorma.run(measure, counts)
-        if os.environ.get("PMI_RANK", "0") != "0":
+        if launched_rank() != 0:
             return 0
     report(records)
     if options.json:
