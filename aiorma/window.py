@@ -64,7 +64,7 @@ class Window:
         self._thin = driver.thin_paths.get(engine.win_id)  # None: every call takes the general path
         self._memory = memory
         self.counts = counts  #: elements exposed by each rank
-        self.dtype: np.dtype = memory.dtype
+        self.dtype: np.dtype = memory.dtype  #: the element type of every rank's memory
         self.freed = False
         self._accumulate_ops: set[Op] = set()  # ops accumulate() has accepted for this dtype
         self._watcher: MemoryWatcher | None = None  # made by the first wait_until
@@ -342,7 +342,7 @@ class Window:
 
     def signal(self, target: int, index: int, value: int, op: SignalOp = SIGNAL_SET) -> Request:
         """Write signal word ``index`` of ``target``'s window (an int64 window): store ``value``
-        (:data:`SIGNAL_SET`) or add it atomically (:data:`SIGNAL_ADD`), *after* every RMA call
+        (``SIGNAL_SET``) or add it atomically (``SIGNAL_ADD``), *after* every RMA call
         this rank made to ``target`` on this window is complete there (the call flushes them
         first).  ``target`` awaits it with :meth:`wait_until`, without an epoch call of its own.
 

@@ -11,7 +11,7 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c "import aiorma, mpi4py, pytest, ruff, mkdocs" 2>/dev/null \
+if ! .venv/bin/python -c "import aiorma, mpi4py, pytest, ruff, sphinx, myst_parser, furo" 2>/dev/null \
    || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e ".[mpich,trio,test,plot,dev,docs]"

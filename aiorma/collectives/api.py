@@ -91,7 +91,7 @@ class Collectives:
         return failed
 
     def calibrate(self, pings: int = PINGS, big_bytes: int = 256 << 10, apply: bool = True) -> Request:
-        """Collective: measure the cost model on this transport (:mod:`.calibration`); with
+        """Collective: measure the cost model on this transport (``aiorma.collectives.calibration``); with
         ``apply`` the next collectives choose with it.  The Request's result is the LogGP."""
 
         async def job() -> LogGP:
@@ -206,7 +206,7 @@ class Collectives:
 
         ``algorithm``: ``"binomial"``, ``"knomial"`` (``k`` children per level, default 2),
         ``"scatter_allgather"``, ``"tree"`` (along ``tree={rank: [children]}``, or the tree
-        :func:`aiorma.collectives.topology.build_bcast_tree` makes from ``topology=``) or
+        ``aiorma.collectives.topology.build_bcast_tree`` makes from ``topology=``) or
         ``"hierarchical"`` (node leaders; ``nodes=`` one label per rank, else host names)."""
         job = self.bcast_job(buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes)
         return self.submit(job, "bcast")
@@ -566,6 +566,6 @@ def calibrate(
 ) -> Request:
     """Collective.  Measure the cost-model parameters on ``comm``'s transport (ping-pongs
     between ranks 0 and 1 over the landing windows, rank 0's numbers broadcast, see
-    :mod:`.calibration`).  With ``apply`` (default) the Comm uses them from its next collective
+    ``aiorma.collectives.calibration``).  With ``apply`` (default) the Comm uses them from its next collective
     on.  The Request's result is the :class:`LogGP`, identical on every rank."""
     return comm.collectives.calibrate(pings, big_bytes, apply)
