@@ -185,7 +185,7 @@ async def mpi_rank(plan: Round, results_dir: str) -> None:
         # Every process stays a moment, as a program that goes on (or finalizes) would: between
         # emulated nodes UCX aborts a rank whose RMA meets a process that has exited, and a peer
         # may still be writing its parking flag into ours.
-        time.sleep(BOUND)
+        time.sleep(BOUND + 1.0)
 
 
 def mpi_round(plan: Round, emulate_nodes: int = 0) -> str | None:
