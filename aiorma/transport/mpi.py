@@ -797,14 +797,20 @@ class MpiEndpoint:
         """Write ``origin`` at ``target`` of every live peer's presence window (REPLACE, so
         atomic per element).  Waits at most _DEPARTURE_PATIENCE for the writes towards peers on
         other nodes (their MPI progress lands them; they are polling, since they wait for us)."""
-        requests = []
+        requests: dict[int, MPI.Request] = {}
         with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
             for peer in range(self.size):
                 if peer != self.rank and peer not in self._departed:
-                    requests.append(self._presence_win.Raccumulate(origin, peer, target, MPI.REPLACE))
+                    requests[peer] = self._presence_win.Raccumulate(origin, peer, target, MPI.REPLACE)
             deadline = time.monotonic() + _DEPARTURE_PATIENCE
-            while requests and time.monotonic() < deadline:
-                requests = [request for request in requests if not request.Test()]
+            pending = dict(requests)
+            while pending and time.monotonic() < deadline:
+                pending = {peer: request for peer, request in pending.items() if not request.Test()}
+            # A request completes at *local* completion; remote completion takes a flush (Open
+            # MPI's osc/rdma delivers nothing before one; MPICH delivers eagerly).  Only towards
+            # peers whose request completed: they are progressing.
+            for peer in requests.keys() - pending.keys():
+                self._presence_win.Flush(peer)
 
     @contextlib.contextmanager
     def _towards(self, dest: int) -> Iterator[None]:
