@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # mpi4py is imported only when MPI is asked about: importing 
 SWITCHES: Mapping[str, str] = {
     "AIORMA_THIN": "0 turns off the thin path: inline waiting and the MPI transport's off-node fast paths",
     "AIORMA_PROGRESS_THREAD": "0 turns off the MPI transport's progress thread for ranks that compute",
+    "AIORMA_LIVENESS": "0 turns off the MPI transport's liveness ring (TCP connections to the ring "
+    "neighbours that notice a rank whose process died)",
     "AIORMA_TRACE": "trace every epoch into this file (one file per rank under mpiexec)",
     "AIORMA_EMULATE_NODES": "set by the benchmarks' --emulate-nodes: ranks run on this many emulated nodes",
 }

@@ -26,7 +26,12 @@ from collections.abc import Callable
 from mpi4py import MPI
 
 _GOODBYE = b"B"  # sent before an orderly close: the end-of-file that follows is no death
-_CONNECT_PATIENCE = 10.0  # seconds for a neighbour's connection at start-up (then: no liveness)
+# Seconds for a neighbour's connection at start-up (then: no liveness for that pair).  A
+# reachable neighbour answers in milliseconds; a firewall that drops the packets costs this much.
+_CONNECT_PATIENCE = 2.0
+#: ``AIORMA_LIVENESS=0`` turns the ring off (where TCP between ranks is not wanted): a rank that
+#: dies without leaving then holds its peers until their own timeouts, as before.
+LIVENESS_ENV = "AIORMA_LIVENESS"
 
 
 class RingLiveness:
@@ -38,14 +43,16 @@ class RingLiveness:
     they fall back on their other neighbour and on the peers' own timeouts.
     """
 
-    def __init__(self, comm: MPI.Intracomm, hosts: list[str]) -> None:
+    def __init__(self, comm: MPI.Intracomm, hosts: list[str], enabled: bool = True) -> None:
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._sockets: dict[socket.socket, int] = {}  # connection -> the neighbour at its end
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_death: Callable[[int], None] | None = None
         self._closed = False
-        listener, address = _listen(hosts[self.rank])
+        # (every rank takes part in the exchanges below, so that a rank with the ring switched
+        # off leaves no neighbour waiting: it just offers and makes no connection)
+        listener, address = _listen(hosts[self.rank]) if enabled else (None, None)
         addresses = comm.allgather(address)
         if self.size == 1:
             if listener is not None:

@@ -50,7 +50,7 @@ from ..engine.thin_state import thin_path_enabled
 from ..errors import PeerFailed, RmaTypeError, TransportError
 from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from .busy_progress import PROGRESS_THREAD_ENV, BusyProgress
-from .liveness import RingLiveness
+from .liveness import LIVENESS_ENV, RingLiveness
 
 _T = TypeVar("_T")
 
@@ -230,7 +230,9 @@ class MpiEndpoint:
         self._departure_notice = np.zeros(1, np.int64)  # alive while its puts are in flight
         # Connections to the ring neighbours, whose end without a goodbye means that neighbour's
         # process died (killed, crashed) without leaving: see aiorma.transport.liveness.
-        self._liveness = RingLiveness(self._probe_comm, hosts)
+        self._liveness = RingLiveness(
+            self._probe_comm, hosts, os.environ.get(LIVENESS_ENV, "1") not in ("", "0")
+        )
         # Atomics from another node need our MPI progress even while the loop computes without
         # awaiting: a thread drives it then (see aiorma.transport.busy_progress).
         self._busy: BusyProgress | None = None
