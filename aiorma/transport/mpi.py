@@ -51,6 +51,7 @@ from ..errors import PeerFailed, RmaTypeError, TransportError
 from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from .busy_progress import PROGRESS_THREAD_ENV, BusyProgress
 from .liveness import LIVENESS_ENV, RingLiveness
+from .presence import PresenceBoard
 
 _T = TypeVar("_T")
 
@@ -77,23 +78,6 @@ _CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
 _NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
 _RERING = 1e-3
 _NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
-# A presence word at _DEPARTED or above: that peer left aiorma by an exception (0/1: it is not
-# parked/parked).  _DEPARTED itself: it failed first; _DEPARTED + 4 * (r + 1): it left because
-# rank r had failed, so a peer that reads several notices at once still names r.
-_DEPARTED = 2
-
-
-def departure_notice(root: int | None) -> int:
-    """The presence value announcing a departure: its own failure (None), or rank ``root``'s."""
-    return _DEPARTED if root is None else _DEPARTED + 4 * (root + 1)
-
-
-def departed_root(rank: int, notice: int) -> int:
-    """The rank that failed first, from ``rank``'s departure notice."""
-    code = (notice - _DEPARTED) // 4
-    return rank if code == 0 else code - 1
-_DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its departure notices to land
-_REASON_BYTES = 256  # of a departing rank's exception, as UTF-8 text, in each peer's memory
 
 
 def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, int, bool]:
@@ -206,28 +190,11 @@ class MpiEndpoint:
         self._word_buffers = tuple(np.zeros(1, np.int64) for _ in range(3))
         self._closed = False
         self._doorbell, self._bells = _open_doorbells(self._probe_comm, hosts)
-        # Presence words: presence[r] = 1 while peer r is parked (written by r, one-sidedly; by a
-        # peer on another node only while the off-node paths are on, see parking()).  A ring to a
-        # peer that is not parked is skipped: it is polling anyway, and a ring costs a system
-        # call on both sides.
-        with map_transport_errors("MpiEndpoint start-up"):
-            # After the words: one _REASON_BYTES slot per peer, where a departing peer writes the
-            # exception it left with (before its notice), so PeerFailed can say what it raised.
-            size = self.size
-            self._presence_win = MPI.Win.Allocate((8 + _REASON_BYTES) * size, 8, comm=self._probe_comm)
-            memory = self._presence_win.tomemory()
-            self._presence = np.frombuffer(memory, np.int64)[:size]
-            self._reasons = np.frombuffer(memory, np.uint8)[8 * size : (8 + _REASON_BYTES) * size]
-            self._reasons = self._reasons.reshape(size, _REASON_BYTES)
-            self._presence[:] = 0
-            self._reasons[:] = 0
-            self._presence_win.Lock_all()
-            self._probe_comm.Barrier()
-        self._parked = False
-        self._presence_seen = self._presence.tobytes()
-        self._departed: set[int] = set()  # peers found departed
-        self._failed_first: int | None = None  # the rank they name, once found
-        self._departure_notice = np.zeros(1, np.int64)  # alive while its puts are in flight
+        # Presence words (aiorma.transport.presence): presence[r] = 1 while peer r is parked
+        # (written by r, one-sidedly; by a peer on another node only while the off-node paths are
+        # on, see parking()), or its departure notice.  A ring to a peer that is not parked is
+        # skipped: it is polling anyway, and a ring costs a system call on both sides.
+        self._presence = PresenceBoard(self._probe_comm, self._passive, self._passive_puts)
         # Connections to the ring neighbours, whose end without a goodbye means that neighbour's
         # process died (killed, crashed) without leaving: see aiorma.transport.liveness.
         self._liveness = RingLiveness(
@@ -638,7 +605,7 @@ class MpiEndpoint:
             self._passive_puts
             and self._busy is not None
             and not self._passive[dest]
-            and self._presence[dest] < _DEPARTED
+            and not self._presence.has_left(dest)
         )
 
     def control_fetch(
@@ -719,11 +686,10 @@ class MpiEndpoint:
                 active |= self._test_fetches()
             if self._writes:
                 self._test_writes()
-            self._presence_win.Sync()
-            presence = self._presence.tobytes()
-            if presence != self._presence_seen:  # a peer parked, woke, or left
-                self._presence_seen = presence
-                active |= self._departures_found(sink)
+            departure = self._presence.departures()
+            if departure is not None:  # the driver keeps the first failure only
+                sink.peer_departed(*departure)
+                active = True
             for win_id, window in list(self._windows.items()):
                 window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
                 raw = window.control.tobytes()
@@ -733,86 +699,20 @@ class MpiEndpoint:
                     active = True
         return active
 
-    def _departures_found(self, sink: Sink) -> bool:
-        """Report, once, the rank that failed first among the peers whose presence word says they
-        left by an exception (a peer that left because of another names that other)."""
-        found = False
-        for rank in np.flatnonzero(self._presence >= _DEPARTED).tolist():
-            if rank not in self._departed:
-                self._departed.add(rank)
-                root = departed_root(rank, int(self._presence[rank]))
-                if self._failed_first is None or root == rank:
-                    self._failed_first = root
-                found = True
-        if found:
-            assert self._failed_first is not None
-            sink.peer_departed(self._failed_first, self._reason_of(self._failed_first))
-        return found
-
-    def _reason_of(self, rank: int) -> TransportError | None:
-        """Why ``rank`` left, as written into our reasons (by it, or by the neighbour that saw
-        it die), as the cause of its PeerFailed (None: nothing written)."""
-        text = self._reasons[rank].tobytes().split(b"\0", 1)[0].decode("utf-8", "replace")
-        return TransportError(text) if text else None
-
-    def _announce_departure(self, reason: str | None) -> None:
-        """Leaving by an exception: write ``reason`` (what this rank raised) into our slot of
-        every peer's reasons, then mark this rank departed in every peer's presence word (where
-        their polls look anyway) and ring them, so that their Requests waiting on us fail with
-        PeerFailed naming us and our exception at their next poll, not at their own timeouts.
-        A rank leaving because another failed first sends no reason: the peers name that one."""
-        if reason is not None and self._failed_first is None:
-            self._write_reason(self.rank, f"rank {self.rank} left aiorma by an exception: {reason}")
-        self._write_presence(self.rank, departure_notice(self._failed_first))
-
-    def _write_reason(self, rank: int, reason: str) -> None:
-        """Write ``reason`` into ``rank``'s slot of every live peer's reasons (and ours)."""
-        text = np.zeros(_REASON_BYTES, np.uint8)
-        encoded = reason.encode("utf-8", "replace")[: _REASON_BYTES - 1]
-        text[: len(encoded)] = np.frombuffer(encoded, np.uint8)
-        self._reasons[rank] = text
-        disp = (8 * self.size + rank * _REASON_BYTES) // 8
-        self._write_everywhere([text, MPI.BYTE], (disp, _REASON_BYTES, MPI.BYTE))
-
     def _peer_lost(self, rank: int, cause: BaseException | None = None) -> None:
         """Peer ``rank``'s process ended without leaving aiorma: a ring neighbour's connection
-        ended without a goodbye (:class:`~aiorma.transport.liveness.RingLiveness`), or a write
-        into its memory failed (``cause``).  Write its departure into every other peer's presence
-        word for it — nobody else writes that word any more — and into ours, and report it, so
-        that every rank fails with PeerFailed naming it."""
-        if self._closed or rank in self._departed:
+        ended without a goodbye (:class:`~aiorma.transport.liveness.RingLiveness`), or an
+        operation on its memory failed (``cause``).  Its departure goes into every other peer's
+        presence word for it and into ours, and is reported, so that every rank fails with
+        PeerFailed naming it."""
+        if self._closed or rank in self._presence.departed:
             return
         if cause is None:
             cause = TransportError(f"rank {rank}'s process ended without leaving aiorma (killed or crashed)")
-        self._write_reason(rank, str(cause))
-        notice = departure_notice(None)
-        self._presence[rank] = notice
-        # Departed first: nothing more is written into the dead rank's memory (between nodes an
-        # RMA write into a process that no longer exists aborts the writer, in UCX).
-        self._departed.add(rank)
-        self._failed_first = rank if self._failed_first is None else self._failed_first
-        self._write_presence(rank, notice)
+        first = self._presence.lose(rank, cause)
+        self._ring_everyone()
         if self._sink is not None:
-            self._sink.peer_departed(self._failed_first, cause if self._failed_first == rank else None)
-
-    def _write_everywhere(self, origin: list[Any], target: tuple[int, int, MPI.Datatype]) -> None:
-        """Write ``origin`` at ``target`` of every live peer's presence window (REPLACE, so
-        atomic per element).  Waits at most _DEPARTURE_PATIENCE for the writes towards peers on
-        other nodes (their MPI progress lands them; they are polling, since they wait for us)."""
-        requests: dict[int, MPI.Request] = {}
-        with contextlib.suppress(Exception):  # a broken MPI: the peers' timeouts remain
-            for peer in range(self.size):
-                if peer != self.rank and peer not in self._departed:
-                    requests[peer] = self._presence_win.Raccumulate(origin, peer, target, MPI.REPLACE)
-            deadline = time.monotonic() + _DEPARTURE_PATIENCE
-            pending = dict(requests)
-            while pending and time.monotonic() < deadline:
-                pending = {peer: request for peer, request in pending.items() if not request.Test()}
-            # A request completes at *local* completion; remote completion takes a flush (Open
-            # MPI's osc/rdma delivers nothing before one; MPICH delivers eagerly).  Only towards
-            # peers whose request completed: they are progressing.
-            for peer in requests.keys() - pending.keys():
-                self._presence_win.Flush(peer)
+            self._sink.peer_departed(first, cause if first == rank else None)
 
     @contextlib.contextmanager
     def _towards(self, dest: int) -> Iterator[None]:
@@ -832,11 +732,8 @@ class MpiEndpoint:
         self._peer_lost(dest, cause)
         raise PeerFailed(dest, cause) from error
 
-    def _write_presence(self, slot: int, value: int) -> None:
-        """Write ``value`` into presence word ``slot`` of every live peer and ring them."""
-        notice = self._departure_notice
-        notice[0] = value
-        self._write_everywhere([notice, MPI.INT64_T], (slot, 1, MPI.INT64_T))
+    def _ring_everyone(self) -> None:
+        """Ring every peer (a departure was written into their presence words)."""
         for peer in range(self.size):
             if peer != self.rank and self._bells[peer] is not None and self._doorbell is not None:
                 with contextlib.suppress(OSError):
@@ -911,25 +808,8 @@ class MpiEndpoint:
         rings (Dekker's handshake: the flag is in the peer's memory before our last poll, the
         peer's write in ours before it reads the flag).  Peers on this node get the flag by an
         atomic into shared memory, peers on other nodes by a put + ``Flush`` (passive there)."""
-        if parked == self._parked or self._closed:
+        if self._closed or not self._presence.set_parked(parked):
             return
-        self._parked = parked
-        flag = self._word_buffers[0]
-        flag[0] = int(parked)
-        for peer, passive in enumerate(self._passive):
-            if peer == self.rank or peer in self._departed:
-                continue
-            # A flag that does not arrive costs speed only (that peer skips no ring, or rings a
-            # rank that polls; the guard poll covers the rest), and the usual reason one cannot
-            # arrive is a peer whose process died: its death is reported by the liveness ring,
-            # not by failing this rank's windows on the next park.
-            with contextlib.suppress(MPI.Exception):
-                if passive:
-                    self._presence_win.Accumulate(flag, peer, self.rank, MPI.REPLACE)
-                    self._presence_win.Flush(peer)
-                elif self._passive_puts:
-                    self._presence_win.Put(flag, peer, self.rank)
-                    self._presence_win.Flush(peer)
         if not parked and self._doorbell is not None:
             # Rings carry no data (a stray datagram costs a spurious wake-up): empty the socket so
             # that it turns readable again only for new rings.
@@ -985,7 +865,7 @@ class MpiEndpoint:
         that one is always rung."""
         address = self._bells[dest]
         if address is not None and (
-            self._presence[dest] or not (self._passive[dest] or self._passive_puts)
+            self._presence.parked(dest) or not (self._passive[dest] or self._passive_puts)
         ):
             self._rung_at[dest] = time.monotonic()
             # A full socket buffer means unread rings are already waiting; a refused or dropped
@@ -1024,8 +904,7 @@ class MpiEndpoint:
                     window.ctrl.Free()
                     if window.owns_datatype:
                         window.datatype.Free()
-                self._presence_win.Unlock_all()
-                self._presence_win.Free()
+                self._presence.free()
                 self._probe_comm.Free()
                 self._win_comm.Free()
 
@@ -1035,11 +914,15 @@ class MpiEndpoint:
             self._stop()
 
     def abandon(self, reason: str | None = None) -> None:
-        """Leave after a failure: tell the peers this rank departed and why (see
-        :meth:`_announce_departure`), stop the workers (a collective stuck in one is left to
-        finish on its own) and close the doorbell; the MPI objects are left for ``MPI_Finalize``."""
+        """Leave after a failure: tell the peers this rank departed and why, stop the workers (a
+        collective stuck in one is left to finish on its own) and close the doorbell; the MPI
+        objects are left for ``MPI_Finalize``."""
         if not self._closed:
-            self._announce_departure(reason)
+            # Our departure into every peer's presence word (where their polls look anyway) and
+            # a ring: their Requests waiting on us fail with PeerFailed naming us and what we
+            # raised at their next poll, not at their own timeouts.
+            self._presence.announce_departure(reason)
+            self._ring_everyone()
         self._stop()
 
     def _stop_busy(self) -> None:
