@@ -4,6 +4,7 @@ Public names are re-exported here from private modules; ``tests/test_exports.py`
 exactly what is meant to be public.
 """
 
+from ._core.driver import progress
 from ._version import __version__ as __version__
 from .comm import Comm
 from .constants import (
@@ -53,7 +54,6 @@ from .errors import (
     TransportError,
     WindowFreedError,
 )
-from .progress import progress
 from .request import EpochRequest, Request
 from .runtime import run
 from .session import connect, connect_local

@@ -10,7 +10,8 @@ from typing import Any, Concatenate, ParamSpec
 
 import numpy as np
 
-from ._host import hosted
+from ._core.host import hosted
+from ._core.world import World
 from .collectives.api import Collectives
 from .collectives.objects import ObjectCollectives, is_buffer
 from .constants import Op
@@ -28,7 +29,6 @@ from .request import Request, mark_retrieved
 from .transport.base import Endpoint
 from .win_info import Info, as_info
 from .window import Window
-from .world import World
 
 
 def _physical_memory() -> int | None:

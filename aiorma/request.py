@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any
 
-from ._host import checkpoint, in_trio, wait_future
-from .waiting import last_await as _last_yield  # when an await of a Request last checkpointed
+from ._core.host import checkpoint, in_trio, wait_future
+from ._core.waiter import last_await as _last_yield  # when an await of a Request last checkpointed
 
 #: Awaiting Requests yields to the event loop at least once per this many seconds.  A Request
 #: that finished inside its call would otherwise never yield, and a task awaiting aiorma calls in
@@ -117,7 +117,7 @@ class Request:
             wait_inline = self._wait_inline
             if wait_inline is None or not wait_inline(future):
                 try:
-                    if in_trio():  # a trio task: park it until the future is done (aiorma._host)
+                    if in_trio():  # a trio task: park it until the future is done (aiorma._core.host)
                         return (yield from wait_future(future).__await__())
                     # shield: a cancelled waiter must not cancel the shared completion future.
                     return (yield from asyncio.shield(future).__await__())

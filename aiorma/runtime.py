@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ._host import HostedContext
+from ._core.host import HostedContext
 from .comm import Comm
 from .errors import PeerFailed
 from .session import comm_session, connect

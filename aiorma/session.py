@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
-from ._host import HostedContext
+from ._core.host import HostedContext
 from .comm import Comm
 from .errors import AlreadyConnectedError, CommunicatorError, MpiStateError, RmaUsageError
 from .transport.base import Endpoint

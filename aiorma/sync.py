@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from ._core.driver import progress as _drive_progress
 from .comm import Comm
 from .constants import LOCK_EXCLUSIVE, MODE_NOCHECK, NO_OP, SIGNAL_SET, SUM, Op
 from .errors import RmaTypeError, RmaUsageError, WindowFreedError
-from .progress import progress as _drive_progress
 from .request import Request
 from .window import Window
 

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 
 from ._buffer_spec import unwrap
+from ._core.driver import ProgressDriver
+from ._core.watch import COMPARISONS, MemoryWatcher
 from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, SIGNAL_SET, LockType, Op, SignalOp
 from .engine.thin_state import DONE, NOT_THIN, recorded_token
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, EpochError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype, check_compare_dtype
-from .progress import ProgressDriver
 from .request import EpochRequest, Request, finish_as
 from .transport.base import Endpoint, RmaKind, RmaOp
-from .watch import COMPARISONS, MemoryWatcher
 
 _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -45,7 +45,7 @@ nitpicky = True
 # annotations (py:class) are let through, and only for these modules: a docstring role naming
 # anything else that has no entry still fails the build.
 nitpick_ignore_regex = [
-    ("py:class", r"aiorma\.(transport|engine|world|progress|collectives\.(model|landing))\..*"),
+    ("py:class", r"aiorma\.(transport|engine|_core|collectives\.(model|landing))\..*"),
     ("py:class", r"aiorma\.runtime\.T"),  # run()'s type variable
 ]
 

@@ -1,6 +1,6 @@
 """The public API under anyio's pytest plugin, on both of its backends (asyncio and trio): aiorma's
 ranks run inside an event loop that anyio's runner owns — under trio with aiorma's asyncio
-machinery hosted in the trio run (aiorma._host) — and anyio's cancel scopes (``anyio.fail_after``)
+machinery hosted in the trio run (aiorma._core.host) — and anyio's cancel scopes (``anyio.fail_after``)
 bound every wait."""
 
 from __future__ import annotations

@@ -349,7 +349,7 @@ async def test_a_wait_registered_after_the_failure_fails_too() -> None:
     """A collective step resumed after its peer failed (by something else that finished) and
     registering its next flag wait then: the wait fails at once instead of waiting for the gone
     peer (the soak test found ranks stuck in a barrier this way, 7 rounds in 40)."""
-    from aiorma.watch import MemoryWatcher
+    from aiorma._core.watch import MemoryWatcher
 
     class Waiter:
         polled = False

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._core.world import World
 from ..constants import Op
 from ..errors import RmaTypeError, RmaUsageError
 from ..request import Request
-from ..world import World
 from . import select
 from . import validate as check
 from .barrier import barrier_rounds, nway_peers

@@ -49,12 +49,12 @@ from collections.abc import Awaitable, Callable
 import attrs
 import numpy as np
 
+from .._core.watch import MemoryWatcher
+from .._core.world import World
 from ..constants import MODE_NOCHECK, Op
 from ..request import Request, finish_as
-from ..watch import MemoryWatcher
 from ..win_info import Info
 from ..window import Window
-from ..world import World
 from .reduce_ops import reduce_into
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .._host import runner_depth
+from .._core.host import runner_depth
 from ..errors import CollectiveStreamBroken
 
 JobFactory = Callable[[], Coroutine[Any, Any, Any]]
@@ -54,7 +54,7 @@ class SerialRunner:
         self._awaiting: asyncio.Future[Any] | None = None  # what the current job is suspended on
         #: Jobs submitted so far (each rank of a Comm submits the same sequence).
         self.submitted = 0
-        #: A wait source (:class:`aiorma.waiting.WaitSource`) that resumes the job in the poll
+        #: A wait source (:class:`aiorma._core.waiter.WaitSource`) that resumes the job in the poll
         #: that finished what it awaits (see :meth:`pump`).
         self.resumer = _Resumer(self)
 

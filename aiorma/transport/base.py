@@ -86,7 +86,7 @@ class WindowLayout:
 
 class PollNeed(IdentityEnum):
     """What a polled endpoint needs from the rank's waiter between polls (one answer, so that
-    the waiting policy stays in :mod:`aiorma.waiting` and the transport only states facts)."""
+    the waiting policy stays in :mod:`aiorma._core.waiter` and the transport only states facts)."""
 
     IDLE = "idle"  # nothing of ours in flight: park until rung (a guard poll now and then)
     SERVING = "serving"  # peers may need our progress at any time (win_create memory): poll often

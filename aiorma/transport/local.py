@@ -24,10 +24,10 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
+from .._core.watch import poke_all
 from ..engine.control import AtomicOp, ControlLayout, Word
 from ..errors import RmaTypeError
 from ..ops import combine
-from ..watch import poke_all
 from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout
 
 
@@ -253,7 +253,7 @@ class LocalEndpoint:
         if delay <= 0 and not ordered:
             _apply(self.network.memory[win_id][op.target], op)
             if op.kind is not RmaKind.GET:
-                poke_all()  # a rank of this process may wait on that word (aiorma.watch)
+                poke_all()  # a rank of this process may wait on that word (aiorma._core.watch)
             return True
         self._delayed[key] = self._delayed.get(key, 0) + 1
         loop = asyncio.get_running_loop()

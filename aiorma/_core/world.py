@@ -12,16 +12,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .constants import MODE_NOSUCCEED
-from .engine.actions import EpochEvent
-from .engine.control import ControlLayout
-from .engine.window_engine import WindowEngine
-from .errors import CommClosedError
-from .progress import ProgressDriver
-from .request import Request
-from .transport.base import Endpoint
-from .win_info import Info
-from .window import Window
+from ..constants import MODE_NOSUCCEED
+from ..engine.actions import EpochEvent
+from ..engine.control import ControlLayout
+from ..engine.window_engine import WindowEngine
+from ..errors import CommClosedError
+from ..request import Request
+from ..transport.base import Endpoint
+from ..win_info import Info
+from ..window import Window
+from .driver import ProgressDriver
 
 
 class World:

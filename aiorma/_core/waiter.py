@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .transport.base import Endpoint, PollNeed
+from ..transport.base import Endpoint, PollNeed
 
 # The spin window: how long after the last activity a waiting rank keeps polling before it parks
 # (a ping-pong stays on the fast path).  The same with more ranks than cores, where each spin

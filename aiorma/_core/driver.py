@@ -2,7 +2,7 @@
 
 It executes the engines' actions on the endpoint, feeds completions and control-region changes
 back into them, and turns finished engine tokens into Request completions.  Polled transports
-(MPI) are polled by the rank's :class:`~aiorma.waiting.Waiter` while any window exists.
+(MPI) are polled by the rank's :class:`~aiorma._core.waiter.Waiter` while any window exists.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
-from .engine.control import AtomicOp
-from .engine.thin import ThinPath
-from .engine.thin_state import thin_path_enabled
-from .engine.window_engine import WindowEngine
-from .errors import CommClosedError, PeerFailed, RmaFailure, TransportError
-from .request import Request, mark_retrieved
-from .transport.base import Endpoint
-from .waiting import Waiter
+from ..engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
+from ..engine.control import AtomicOp
+from ..engine.thin import ThinPath
+from ..engine.thin_state import thin_path_enabled
+from ..engine.window_engine import WindowEngine
+from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
+from ..request import Request, mark_retrieved
+from ..transport.base import Endpoint
+from .waiter import Waiter
 
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
 _LINK_PATIENCE = 2e-4

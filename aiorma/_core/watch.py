@@ -7,7 +7,7 @@ packet announces a change: someone has to look.  Two ways to notice one:
   lands when issued, so the transport pokes every watcher of the loop (:func:`poke_all`) after it
   applied a write; a guard re-check every 50 ms stands in for a missed poke.
 * **The rank's waiter**, for transports whose writers live in other processes (``mpi``): the
-  watcher is a wait source of :class:`aiorma.waiting.Waiter`, which re-checks it after every poll
+  watcher is a wait source of :class:`aiorma._core.waiter.Waiter`, which re-checks it after every poll
   (also inside an await that polls inline) and spins, parks and wakes on its doorbell by the one
   policy of the library.
 
@@ -42,7 +42,7 @@ _watchers: weakref.WeakSet[MemoryWatcher] = weakref.WeakSet()
 
 
 class Waiter(Protocol):
-    """What a watcher needs of the rank's :class:`aiorma.waiting.Waiter` (this module sits below
+    """What a watcher needs of the rank's :class:`aiorma._core.waiter.Waiter` (this module sits below
     it: the local transport pokes watchers)."""
 
     polled: bool
