@@ -52,18 +52,20 @@ def check_window_dtype(dtype: np.dtype) -> None:
 def check_accumulate_dtype(op: Op, dtype: np.dtype) -> None:
     """:func:`check_op_dtype` for the accumulate family, which the MPI library computes: also
     refuse what it has no arithmetic for (float16: MPICH's accumulate applied SUM, PROD, MIN and
-    MAX to the raw bits) or computes differently (SUM on bool: MPICH adds bytes), so that no
-    transport reinterprets it and every transport refuses alike.  (Collectives reduce with numpy
-    and accept both.)"""
+    MAX to the raw bits) or defines only in part: on bool, MPI defines only the logical ops
+    (LAND, LOR, LXOR) — Open MPI refuses the others, MPICH computes them on the bytes (SUM stored
+    True + True as the byte 2) — so that no transport reinterprets it and every transport refuses
+    alike.  (Collectives reduce with numpy and accept both.)"""
     if dtype == np.float16 and op not in _DATA_MOVEMENT:
         raise RmaTypeError(
             f"{op.name} on float16: MPI libraries have no float16 arithmetic for accumulate (MPICH "
             "applies it to the raw bits); use a float32 window, or REPLACE / NO_OP, which only move data"
         )
-    if dtype.kind == "b" and op is Op.SUM:
+    if dtype.kind == "b" and op not in _LOGICAL and op not in _DATA_MOVEMENT:
         raise RmaTypeError(
-            "SUM on bool: MPICH adds bools as bytes (True + True stores 2, not True, and a byte wraps "
-            "after 255 additions); use LOR or MAX for 'any', or an integer window to count"
+            f"{op.name} on bool: MPI defines only LAND, LOR and LXOR on logical types (Open MPI refuses "
+            "the others; MPICH adds bools as bytes, True + True storing 2); use LOR for 'any', LAND for "
+            "'all', or an integer window to count"
         )
     check_op_dtype(op, dtype)
 

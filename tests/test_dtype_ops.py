@@ -32,8 +32,8 @@ def allowed_arithmetic(dtype: np.dtype) -> set[str]:
     """The arithmetic ops docs/datatypes.md promises for ``dtype`` (REPLACE and NO_OP: all)."""
     if not dtype.isnative:
         return set()
-    if dtype.kind == "b":  # MPICH adds bools as bytes (True + True stored 2)
-        return _ALL_ARITHMETIC - {"SUM"}
+    if dtype.kind == "b":  # MPI defines only the logical ops on logical types (Open MPI refuses
+        return {"LAND", "LOR", "LXOR"}  # the rest; MPICH added True + True as the byte 2)
     if dtype.kind in "iu":
         return _ALL_ARITHMETIC
     if dtype.kind == "f":

@@ -651,7 +651,11 @@ class MpiEndpoint:
                 self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
                 self._in_thread(cas, swapped)
                 return None
-            request = ctrl.Rget_accumulate(origin, result, dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op])
+            # The origin and result datatypes named as the target's: mpi4py maps an int64 array
+            # to MPI_LONG, which Open MPI refuses to combine with an MPI_INT64_T target.
+            request = ctrl.Rget_accumulate(
+                [origin, MPI.INT64_T], [result, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
+            )
         self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
         self._fetches.append((win_id, token, request, result))
         self._fetch_targets[token] = dest
