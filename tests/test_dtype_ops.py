@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import aiorma
-from aiorma.bench._launch import emulation_unavailable
+from aiorma.bench._launch import emulation_unavailable, mpi_library_name
 
 from .mpi_harness import run_mpi_json
 from .mpi_scripts import dtype_ops
@@ -101,9 +101,11 @@ def split(records: Records) -> tuple[Records, Records]:
     return [rank[:n] for rank in records], [rank[n:] for rank in records]
 
 
-def mismatches(records: list[list[dict[str, Any]]]) -> list[str]:
+def mismatches(records: list[list[dict[str, Any]]], float_min_max_either_way: bool = False) -> list[str]:
     """What each transport got wrong, one line per combination (empty: all agree with numpy and
-    with the table)."""
+    with the table).  ``float_min_max_either_way``: a float MIN or MAX may also keep the origin
+    only if strictly smaller (larger) — Open MPI's choice where NaN or signed zeros meet, which
+    MPI leaves open (docs/datatypes.md)."""
     combos, objects = split(records)
     problems = []
     for mine, theirs in zip(*combos, strict=True):
@@ -142,7 +144,10 @@ def mismatches(records: list[list[dict[str, Any]]]) -> list[str]:
         else:
             expected_window = reference(op_name, target, origin)
             expected_fetch = None if call == "accumulate" else target
-        if not same(window, expected_window):
+        if not same(window, expected_window) and not (
+            float_min_max_either_way and op_name in ("MIN", "MAX") and dtype.kind == "f"
+            and same(window, reference(op_name, origin, target))
+        ):
             problems.append(f"{label}: window {window.tolist()} != numpy's {expected_window.tolist()}")
         fetched = decode(mine["fetched"], dtype)
         if expected_fetch is not None and not same(fetched, expected_fetch):
@@ -212,6 +217,10 @@ def test_datetime64_sum_is_a_typed_refusal(local_records: list[list[dict[str, An
         assert refused[f"datetime64[s] {call} SUM allocate"].startswith("RmaTypeError: ")
 
 
+def mpi_library_name_is_open_mpi() -> bool:
+    return (mpi_library_name() or "").startswith("Open MPI")
+
+
 @pytest.mark.mpi
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("emulate_nodes", [0, 2], ids=["one_node", "two_nodes"])
@@ -221,7 +230,7 @@ def test_mpi_transport_agrees_with_numpy_and_local(
     if emulate_nodes and (reason := emulation_unavailable()) is not None:
         pytest.skip(reason)
     records = run_mpi_json(SCRIPT, 2, timeout=350, emulate_nodes=emulate_nodes)
-    assert mismatches(records) == []
+    assert mismatches(records, float_min_max_either_way=mpi_library_name_is_open_mpi()) == []
     assert refusals(records) == refusals(local_records)
 
 
