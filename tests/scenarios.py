@@ -492,14 +492,15 @@ async def _gave_up(opening: aiorma.EpochRequest) -> None:
     raise AssertionError("the entry was not cancelled")
 
 
-async def _word_window(comm: aiorma.Comm) -> aiorma.Window:
-    """One signal word per rank, under a long-lived lock_all (signals need a passive epoch)."""
-    words = await comm.win_allocate(1, np.int64)
-    await words.lock_all(aiorma.MODE_NOCHECK)
-    return words
+async def word_window(comm: aiorma.Comm, words: int = 1) -> aiorma.Window:
+    """``words`` signal words per rank, under a long-lived lock_all (signals need a passive
+    epoch)."""
+    window = await comm.win_allocate(words, np.int64)
+    await window.lock_all(aiorma.MODE_NOCHECK)
+    return window
 
 
-async def _free_words(words: aiorma.Window) -> None:
+async def free_words(words: aiorma.Window) -> None:
     await words.unlock_all()
     await words.free()
 
@@ -509,7 +510,7 @@ async def cancelled_lock_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
     """A cancelled entry into ``async with win.lock(0)`` (held by rank 0) unlocks: rank 0's
     release grants it, the engine releases it at once, and every rank then locks again."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _word_window(comm)
+    words = await word_window(comm)
     giver = comm.size - 1
     for lock_type in (aiorma.LOCK_EXCLUSIVE, aiorma.LOCK_SHARED):
         words.memory[0] = 0
@@ -530,7 +531,7 @@ async def cancelled_lock_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
         await comm.barrier()
     if comm.rank == 0:
         assert int(win.memory[0]) == 2 * comm.size
-    await _free_words(words)
+    await free_words(words)
     await win.free()
 
 
@@ -539,7 +540,7 @@ async def cancelled_lock_all_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
     """A cancelled entry into ``async with win.lock_all()`` while rank 0 holds its own window
     exclusively unlocks all: the next lock_all is granted, and rank 0's lock again."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _word_window(comm)
+    words = await word_window(comm)
     giver = comm.size - 1
     if comm.rank == 0:
         await win.lock(0, aiorma.LOCK_EXCLUSIVE)
@@ -559,7 +560,7 @@ async def cancelled_lock_all_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
     await comm.barrier()
     if comm.rank == 0:
         assert int(win.memory[0]) == comm.size
-    await _free_words(words)
+    await free_words(words)
     await win.free()
 
 
@@ -569,7 +570,7 @@ async def cancelled_start_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
     access epoch: rank 0's post is matched by it, its ``wait`` completes, and the next epochs
     of both still match (the counters stayed in step)."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _word_window(comm)
+    words = await word_window(comm)
     giver = comm.size - 1
     if comm.rank == giver:
         await _gave_up(win.start([0]))
@@ -585,5 +586,5 @@ async def cancelled_start_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
         assert int(win.memory[0]) == 7
     assert win.engine.open_epochs() == []
     await comm.barrier()
-    await _free_words(words)
+    await free_words(words)
     await win.free()

@@ -24,21 +24,12 @@ import pytest
 import aiorma
 from aiorma import LOCK_EXCLUSIVE
 
+from .scenarios import free_words, word_window
+
 BACKENDS = ["asyncio", "trio"]
 Row = Callable[[aiorma.Comm], Awaitable[None]]
 
 pytestmark = pytest.mark.timeout(60)
-
-
-async def _words(comm: aiorma.Comm) -> aiorma.Window:
-    words = await comm.win_allocate(2, np.int64)
-    await words.lock_all(aiorma.MODE_NOCHECK)
-    return words
-
-
-async def _release(words: aiorma.Window) -> None:
-    await words.unlock_all()
-    await words.free()
 
 
 async def _abandoned(awaitable: Awaitable[object]) -> None:
@@ -72,7 +63,7 @@ async def lock_opening_awaited(comm: aiorma.Comm) -> None:
     """``await win.lock(0)`` given up while rank 0 holds the lock: the epoch is still the
     program's — it unlocks it — and the lock then goes round every rank."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     if comm.rank == 0:
         await win.lock(0, LOCK_EXCLUSIVE)
     await comm.barrier()
@@ -89,7 +80,7 @@ async def lock_opening_awaited(comm: aiorma.Comm) -> None:
     await comm.barrier()
     if comm.rank == 0:
         assert int(win.memory[0]) == 1 + comm.size
-    await _release(words)
+    await free_words(words)
     await win.free()
 
 
@@ -116,7 +107,7 @@ async def lock_all_block_entry(comm: aiorma.Comm) -> None:
     """``async with win.lock_all()`` given up while rank 0 holds its lock exclusively: unlocked
     all, so rank 0's next exclusive lock is granted."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     if comm.rank == 0:
         await win.lock(0, LOCK_EXCLUSIVE)
     await comm.barrier()
@@ -130,7 +121,7 @@ async def lock_all_block_entry(comm: aiorma.Comm) -> None:
     async with win.lock(0, LOCK_EXCLUSIVE):
         pass
     await comm.barrier()
-    await _release(words)
+    await free_words(words)
     await win.free()
 
 
@@ -138,7 +129,7 @@ async def start_block_entry(comm: aiorma.Comm) -> None:
     """``async with win.start([0])`` given up before rank 0 posts: completed, so rank 0's wait
     completes and the next epochs still match."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     if comm.rank == 1:
         await _abandoned(_enter(win.start([0])))
         await words.signal(0, 0, 1)
@@ -151,7 +142,7 @@ async def start_block_entry(comm: aiorma.Comm) -> None:
                 pass
         assert int(win.memory[0]) == 9
     await comm.barrier()
-    await _release(words)
+    await free_words(words)
     await win.free()
 
 
@@ -159,7 +150,7 @@ async def unlock_awaited(comm: aiorma.Comm) -> None:
     """``await win.unlock(0)`` given up (rank 0 holds the lock, so the unlock of the queued
     epoch waits): the unlock still happens once the epoch is granted."""
     win = await comm.win_allocate(1, np.int64)
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     if comm.rank == 0:
         await win.lock(0, LOCK_EXCLUSIVE)
     await comm.barrier()
@@ -176,7 +167,7 @@ async def unlock_awaited(comm: aiorma.Comm) -> None:
         async with win.lock(0, LOCK_EXCLUSIVE):  # granted after rank 1's epoch: released
             assert int(win.memory[0]) == 5
     await comm.barrier()
-    await _release(words)
+    await free_words(words)
     await win.free()
 
 
@@ -184,7 +175,7 @@ async def fence_awaited(comm: aiorma.Comm) -> None:
     """``await win.fence()`` given up while rank 0 is late: the fence still completes, and the
     next fence epoch matches on both ranks."""
     win = await comm.win_allocate(2, np.int64)
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     await win.fence()
     if comm.rank == 1:
         win.put(np.array([3], np.int64), 0, 0)
@@ -199,14 +190,14 @@ async def fence_awaited(comm: aiorma.Comm) -> None:
     win.put(np.array([4], np.int64), (comm.rank + 1) % comm.size, 1)
     await win.fence(aiorma.MODE_NOSUCCEED)
     assert int(win.memory[1]) == 4
-    await _release(words)
+    await free_words(words)
     await win.free()
 
 
 async def wait_until_awaited(comm: aiorma.Comm) -> None:
     """``await words.wait_until(...)`` given up: no wait stays registered, and a later wait for
     the same word is met by the signal."""
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     if comm.rank == 0:
         await _abandoned(words.wait_until(1, ">=", 1))
         await words.signal(1, 0, 1)
@@ -215,13 +206,13 @@ async def wait_until_awaited(comm: aiorma.Comm) -> None:
         await words.wait_until(0, ">=", 1)
         await words.signal(0, 1, 1)
     await comm.barrier()
-    await _release(words)
+    await free_words(words)
 
 
 async def barrier_awaited(comm: aiorma.Comm) -> None:
     """``await comm.barrier()`` given up while rank 0 is late: the barrier still completes and
     the next collective is in step on every rank."""
-    words = await _words(comm)
+    words = await word_window(comm, 2)
     if comm.rank == 1:
         held = comm.barrier()
         await _abandoned(held)
@@ -233,7 +224,7 @@ async def barrier_awaited(comm: aiorma.Comm) -> None:
     total = np.zeros(1, np.int64)
     await comm.allreduce(np.array([comm.rank + 1], np.int64), total, aiorma.SUM)
     assert int(total[0]) == comm.size * (comm.size + 1) // 2
-    await _release(words)
+    await free_words(words)
 
 
 ROWS: dict[str, Row] = {
