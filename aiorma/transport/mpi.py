@@ -597,22 +597,19 @@ class MpiEndpoint:
         runs wherever this one does: every rank with a peer on another node).  Blocking there
         costs a network round trip while ``dest`` awaits, at most the thread's bound while it
         computes (aiorma.transport.busy_progress) — shorter than the round trips through this
-        rank's worker thread or event loop that a request-based atomic costs.  Never towards a
-        peer that left (its departure notice is in our memory before its thread stops): nobody
-        would serve the atomic, and the loop would block for good; the request-based atomic
-        fails with the departure at the next poll instead."""
-        return (
-            self._passive_puts
-            and self._busy is not None
-            and not self._passive[dest]
-            and not self._presence.has_left(dest)
-        )
+        rank's worker thread or event loop that a request-based atomic costs.  (Towards a peer
+        that left, :meth:`control_fetch` refuses before it would block: see there.)"""
+        return self._passive_puts and self._busy is not None and not self._passive[dest]
 
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
     ) -> int | None:
         """An atomic with a result on ``dest``'s control word ``index``: the old value now (shared
         memory), or None and ``sink.fetched`` later."""
+        if self._presence.has_left(dest):
+            # Its departure notice is in our memory (written before its progress thread stopped):
+            # nobody would serve the atomic, and an inline one would block the loop for good.
+            self._refuse_departed(dest)
         ctrl = self._windows[win_id].ctrl
         answered = self._answered_by_peer(dest)
         if answered:
@@ -735,6 +732,15 @@ class MpiEndpoint:
         cause.__cause__ = error
         self._peer_lost(dest, cause)
         raise PeerFailed(dest, cause) from error
+
+    def _refuse_departed(self, dest: int) -> NoReturn:
+        """An operation towards ``dest``, which has left: report the departures our memory holds
+        (if not yet) and raise PeerFailed naming the rank that failed first."""
+        departure = self._presence.departures()
+        if departure is not None and self._sink is not None:
+            self._sink.peer_departed(*departure)
+        first = self._presence.failed_first
+        raise PeerFailed(dest if first is None else first, TransportError(f"rank {dest} has left aiorma"))
 
     def _ring_everyone(self) -> None:
         """Ring every peer (a departure was written into their presence words)."""
