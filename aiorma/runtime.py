@@ -20,6 +20,7 @@ import anyio
 from ._core.host import HostedContext
 from .comm import Comm
 from .errors import PeerFailed
+from .request import mark_retrieved
 from .session import comm_session, connect
 from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
@@ -157,11 +158,9 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
     places would gather every traceback), its later window calls, and its collectives."""
     failed: list[asyncio.Future[Any]] = comm.world.driver.fail(error)
     failed.extend(comm.collectives.fail(error))
-    for future in failed:
-        # Many of these are internal (a landing flush, an epoch nobody awaits): the original
-        # exception propagates from run(), so an unawaited one is not worth a log line at exit.
-        if future.done() and not future.cancelled():
-            future.exception()
+    # Many of these are internal (a landing flush, an epoch nobody awaits): the original
+    # exception propagates from run(), so an unawaited one is not worth a log line at exit.
+    mark_retrieved(failed)
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None, backend: str = "asyncio") -> T:

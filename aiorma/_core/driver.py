@@ -333,13 +333,8 @@ class ProgressDriver:
         )
         self.engines.clear()
         await self.waiter.stop()
-        self.endpoint.abandon(None if cause is None else describe_cause(cause))
-
-
-def describe_cause(cause: BaseException) -> str:
-    """What a departing rank tells its peers it left with: the exception's type and message
-    (a PeerFailed it got from another rank names that rank, which the peers learn anyway)."""
-    return f"{type(cause).__name__}: {cause}"
+        # What the peers are told this rank left with: its exception's type and message.
+        self.endpoint.abandon(None if cause is None else f"{type(cause).__name__}: {cause}")
 
 
 def progress() -> None:

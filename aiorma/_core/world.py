@@ -17,7 +17,6 @@ from ..engine.actions import EpochEvent
 from ..engine.control import ControlLayout
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError
-from ..request import Request
 from ..transport.base import Endpoint
 from ..win_info import Info
 from ..window import Window
@@ -39,7 +38,6 @@ class World:
         #: mark of an open World (see :meth:`check_open`) and the count of collective calls
         #: compared at close (:meth:`closing`).  Created by :meth:`start`.
         self.sync_window: Window | None = None
-        self._closing: Request | None = None  # the sync window's last fence, once made
         self.history = False  # keep epoch events in new windows' engines (tests)
         #: Called as ``observer(win_id, event)`` for every epoch event of windows created after it
         #: is set (tracing); it runs inside engine calls and must not call aiorma.
@@ -96,23 +94,18 @@ class World:
         rank's number of collective calls put into every rank's word of it.  Completes once every
         rank has reached its close; returns each rank's number, by rank."""
         sync = self.sync_window
-        assert sync is not None and self._closing is None, "closing() once, after start()"
+        assert sync is not None, "closing() after start()"
         called = np.array([collectives_called], np.int64)
         for peer in range(self.size):
             sync.put(called, peer, self.rank)
-        self._closing = sync.fence(MODE_NOSUCCEED)
-        await self._closing
+        await sync.fence(MODE_NOSUCCEED)
         return [int(n) for n in sync.memory]
 
     async def close(self) -> None:
-        """Collective: close the sync window's epoch (unless :meth:`closing` did) and free it,
-        then free what the endpoint still holds and stop progress (see
-        :meth:`ProgressDriver.close`)."""
+        """Collective, after :meth:`closing`: free the sync window, then what the endpoint still
+        holds, and stop progress (see :meth:`ProgressDriver.close`)."""
         sync = self.sync_window
         if sync is not None and not sync.freed:
-            if self._closing is None:
-                self._closing = sync.fence(MODE_NOSUCCEED)
-            await self._closing
             await sync.free()
         await self.driver.close()
 
