@@ -174,10 +174,7 @@ class Window:
         """MPI_WIN_TEST: drive progress; if the exposure epoch is finished, end it, return True."""
         self._check_open()
         self._driver.progress()
-        finished = self._engine.test()
-        self._driver.touched(self.win_id)
-        self._driver.pump()
-        return finished
+        return self._engine.test()
 
     # ------------------------------------------------------------ passive target sync
 
@@ -524,8 +521,6 @@ class Window:
         self._check_open()
         token = self._engine.free()
         engine_done = self._driver.watch(self.win_id, token)
-        self._driver.touched(self.win_id)
-        self._driver.pump()
         task = asyncio.get_running_loop().create_task(self._finish_free(engine_done))
         return Request(task, self._driver.progress, "free")
 

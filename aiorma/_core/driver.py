@@ -1,8 +1,11 @@
 """The progress driver: runs one rank's window engines against its transport endpoint.
 
-It executes the engines' actions on the endpoint, feeds completions and control-region changes
-back into them, and turns finished engine tokens into Request completions.  Polled transports
-(MPI) are polled by the rank's :class:`~aiorma._core.waiter.Waiter` while any window exists.
+Each engine's :class:`~aiorma.engine.actions.EngineIO` is the driver's :class:`_EngineIO`, which
+hands every step to the endpoint at once and gives the engine the endpoint's answer when it comes
+inside the call.  The driver feeds the completions and control-region changes the endpoint
+reports later back into the engines, and turns finished engine tokens into Request completions.
+Polled transports (MPI) are polled by the rank's :class:`~aiorma._core.waiter.Waiter` while any
+window exists.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.actions import CompleteRequest, ControlFetch, ControlWrite, FlushTarget, IssueRma
 from ..engine.control import AtomicOp
 from ..engine.thin import ThinPath
 from ..engine.thin_state import thin_path_enabled
@@ -61,6 +63,35 @@ class _InlineIO:
         return old
 
 
+class _EngineIO:
+    """One window's road to the endpoint (:class:`~aiorma.engine.actions.EngineIO`): every call
+    goes to the transport at once; an RMA operation complete at issue and a finished token are
+    recorded for the Request that the call returning them is about to make."""
+
+    __slots__ = ("_driver", "_endpoint", "_win_id", "write")
+
+    def __init__(self, driver: ProgressDriver, endpoint: Endpoint, win_id: int) -> None:
+        self._driver = driver
+        self._endpoint = endpoint
+        self._win_id = win_id
+        self.write: Callable[[int, int, AtomicOp, int], None] = functools.partial(
+            endpoint.control_write, win_id
+        )
+
+    def issue(self, token: int, target: int, payload: Any) -> None:
+        if self._endpoint.issue(self._win_id, token, payload):
+            self._driver._finish(self._win_id, token, None)
+
+    def fetch(self, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int | None:
+        return self._endpoint.control_fetch(self._win_id, token, dest, index, op, value, compare)
+
+    def flush(self, target: int, upto: int) -> bool:
+        return self._endpoint.flush(self._win_id, target, upto)
+
+    def complete(self, token: int, error: BaseException | None) -> None:
+        self._driver._finish(self._win_id, token, error)
+
+
 class ProgressDriver:
     """One per rank: the endpoint's sink, and the engines of that rank's windows."""
 
@@ -74,7 +105,6 @@ class ProgressDriver:
         # it is cleared then: whatever is left belonged to internal tokens nobody waits for.
         self._finished: dict[tuple[int, int], BaseException | None] = {}
         self._events: deque[tuple[Any, ...]] = deque()
-        self._dirty: set[int] = set()  # windows whose engines may have actions to drain
         self._pumping = False
         #: The thin path and inline waiting (off with AIORMA_THIN=0, for equivalence tests).
         self.thin = thin_path_enabled()
@@ -128,10 +158,8 @@ class ProgressDriver:
         collectives' waits on the waiter — raises ``make_error()``, and so does every later call
         on its windows.  Returns the futures it failed."""
         failed = [future for future, _value in self._futures.values()]
-        for engine in self.engines.values():
+        for engine in list(self.engines.values()):
             engine.fail(make_error())
-            self._dirty.add(engine.win_id)
-        self.pump()
         # RMA calls' tokens are finished by the transport, not by the engine: fail those too.
         self._fail_waiting(make_error)
         return failed
@@ -148,6 +176,10 @@ class ProgressDriver:
 
     # ------------------------------------------------------------------- engines
 
+    def engine_io(self, win_id: int) -> _EngineIO:
+        """The I/O for the engine of window ``win_id`` (made before the engine, which takes it)."""
+        return _EngineIO(self, self.endpoint, win_id)
+
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine
         thin = ThinPath.of(engine, _InlineIO(self.endpoint, engine.win_id)) if self.thin else None
@@ -160,11 +192,10 @@ class ProgressDriver:
         self.thin_paths.pop(win_id, None)
 
     def request(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
-        """The Request of ``token``, just returned by an engine call: run what the call queued,
-        then hand back an already-finished Request when the token is done (no future, no loop),
+        """The Request of ``token``, just returned by an engine call (which carried out every
+        step it could): an already-finished Request when the token is done (no future, no loop),
         else one that the engine's completion will finish."""
-        self._dirty.add(win_id)
-        self.pump()
+        self.pump()  # events reported while the call ran
         if self.endpoint.polled and self.engines[win_id].awaiting_link:
             self._finish_release(self.engines[win_id])
         finished = self._finished
@@ -211,8 +242,7 @@ class ProgressDriver:
         descheduled successor) the waiter finishes the release in the background."""
         deadline = time.perf_counter() + _LINK_PATIENCE
         while engine.awaiting_link and time.perf_counter() < deadline:
-            self.endpoint.poll()
-            self.pump()
+            self._poll_turn()
 
     def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
         """The future that the completion of ``token`` will finish."""
@@ -230,14 +260,9 @@ class ProgressDriver:
 
     # ------------------------------------------------------------------- progress
 
-    def touched(self, win_id: int) -> None:
-        """An application call on window ``win_id`` may have queued engine actions."""
-        self._dirty.add(win_id)
-
     def progress(self) -> None:
-        """Run the engines, poll the transport once, and run everything that follows from it."""
-        self._dirty.update(self.engines)
-        self.pump()  # actions the calling API method queued (a flush, say) reach the transport first
+        """Poll the transport once, and run everything that follows from it."""
+        self.pump()
         if self.endpoint.polled:
             if self._poll_turn():
                 self.waiter.wake()
@@ -250,29 +275,22 @@ class ProgressDriver:
         return active
 
     def pump(self) -> None:
-        """Feed queued events to engines and execute their actions until nothing is left."""
-        if self._pumping:
+        """Feed the events the endpoint reported to the engines, in order, until none is left
+        (an engine's steps may make the endpoint report more)."""
+        if self._pumping or not self._events:
             return  # re-entered from a transport callback: the outer loop picks it up
         self._pumping = True
-        events, dirty, engines = self._events, self._dirty, self.engines
+        events = self._events
         try:
-            while events or dirty:
-                while events:
-                    self._dispatch(events.popleft())
-                while dirty:
-                    win_id = dirty.pop()
-                    engine = engines.get(win_id)
-                    if engine is not None and engine._actions:
-                        self._execute(win_id, engine.drain())
+            while events:
+                self._dispatch(events.popleft())
         finally:
             self._pumping = False
 
     def _dispatch(self, event: tuple[Any, ...]) -> None:
-        win_id = event[1]
-        engine = self.engines.get(win_id)
+        engine = self.engines.get(event[1])
         if engine is None:
             return  # a stale report for a freed window
-        self._dirty.add(win_id)
         kind = event[0]
         if kind == "control":
             engine.control_changed()
@@ -280,28 +298,6 @@ class ProgressDriver:
             engine.fetched(event[2], event[3])
         else:
             engine.flushed(event[2], event[3])
-
-    def _execute(self, win_id: int, actions: list[Any]) -> None:
-        endpoint = self.endpoint
-        events = self._events
-        for action in actions:
-            kind = type(action)
-            if kind is IssueRma:
-                if endpoint.issue(win_id, action.token, action.payload):
-                    self._finish(win_id, action.token, None)
-            elif kind is ControlFetch:
-                old = endpoint.control_fetch(
-                    win_id, action.token, action.dest, action.index, action.op, action.value, action.compare
-                )
-                if old is not None:  # answered inside the call (shared memory): act on it now
-                    self.engines[win_id].fetched(action.token, old)
-                    self._dirty.add(win_id)
-            elif kind is CompleteRequest:
-                self._finish(win_id, action.token, action.error)
-            elif kind is ControlWrite:
-                endpoint.control_write(win_id, action.dest, action.index, action.op, action.value)
-            elif kind is FlushTarget and endpoint.flush(win_id, action.target, action.upto):
-                events.append(("flushed", win_id, action.target, action.upto))
 
     def _finish(self, win_id: int, token: int, error: BaseException | None) -> None:
         entry = self._futures.pop((win_id, token), None)

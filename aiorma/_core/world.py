@@ -84,6 +84,7 @@ class World:
             control=layout.control,
             history=self.history,
             observer=(lambda event: observer(win_id, event)) if observer is not None else None,
+            io=self.driver.engine_io(win_id),
         )
         self.driver.add_engine(engine)
         engine.control_changed()  # a faster peer may have written already

@@ -1,12 +1,22 @@
-"""What the engine asks its driver to do (actions) and what it reports for tracing (events).
+"""The engine's one road to the outside (:class:`EngineIO`), the actions that record it when
+nothing answers (:class:`ActionLog`), and what the engine reports for tracing (events).
 
-Actions are named tuples: one is made for nearly every call and every completion, and a tuple
-costs a fraction of a frozen attrs instance to build.  They compare by kind and value.
+A :class:`~.window_engine.WindowEngine` never touches a transport: every step that needs the
+world — an RMA operation, an atomic on a peer's control word, a flush, a finished Request — is one
+call on its :class:`EngineIO`.  The driver's implementation hands each call to the transport
+endpoint at once, and when the endpoint answers inside the call (an atomic into shared memory, a
+flush of data already complete) the engine takes its next step inside the same application call.
+With no I/O given, the engine records every call as an action in an :class:`ActionLog`, answers
+nothing, and the caller carries the actions out and feeds the answers back as events: the tests
+drive whole networks of engines that way, without MPI.
+
+Actions are named tuples: a tuple costs a fraction of a frozen attrs instance to build.  They
+compare by kind and value.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import attrs
 
@@ -60,6 +70,64 @@ class CompleteRequest(NamedTuple):
 
 
 Action = ControlWrite | ControlFetch | IssueRma | FlushTarget | CompleteRequest
+
+
+class EngineIO(Protocol):
+    """What an engine asks of the world, one call per step.  Calls are made in the engine's order,
+    and each takes effect before the next: a ``write`` made after a ``flush`` returned True, or
+    after the engine was told ``flushed``, reaches its target after the flushed data (data before
+    flag)."""
+
+    def issue(self, token: int, target: int, payload: Any) -> None:
+        """Start an RMA operation; whoever owns ``token``'s Request finishes it at local
+        completion (the engine itself never does)."""
+
+    def fetch(self, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int | None:
+        """Apply ``op`` to word ``index`` of ``dest``'s control region; the old value when the
+        answer is in hand now, else None and :meth:`WindowEngine.fetched` with ``token`` later."""
+
+    def write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        """Update word ``index`` of ``dest``'s control region with ``op`` (MAX or SUM); no result."""
+
+    def flush(self, target: int, upto: int) -> bool:
+        """Ask for remote completion of every op issued to ``target`` up to issue number
+        ``upto``: True when complete now, else :meth:`WindowEngine.flushed` later."""
+
+    def complete(self, token: int, error: BaseException | None) -> None:
+        """The engine finished ``token`` (with ``error``, or successfully)."""
+
+
+class ActionLog:
+    """The :class:`EngineIO` of an engine driven by hand: every call becomes an action, kept in
+    order for :meth:`drain`; no answer is ever given inside a call."""
+
+    __slots__ = ("actions",)
+
+    def __init__(self) -> None:
+        self.actions: list[Action] = []
+
+    def drain(self) -> list[Action]:
+        """The actions recorded so far, in order; the log is empty afterwards."""
+        drained = self.actions[:]
+        self.actions.clear()
+        return drained
+
+    def issue(self, token: int, target: int, payload: Any) -> None:
+        self.actions.append(IssueRma(token, target, payload))
+
+    def fetch(self, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int | None:
+        self.actions.append(ControlFetch(token, dest, index, op, value, compare))
+        return None
+
+    def write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        self.actions.append(ControlWrite(dest, index, op, value))
+
+    def flush(self, target: int, upto: int) -> bool:
+        self.actions.append(FlushTarget(target, upto))
+        return False
+
+    def complete(self, token: int, error: BaseException | None) -> None:
+        self.actions.append(CompleteRequest(token, error))
 
 
 @attrs.frozen

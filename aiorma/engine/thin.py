@@ -36,7 +36,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
-from .actions import CompleteRequest
 from .control import READER_BITS, READER_MASK, AtomicOp, Word, pack_fence
 from .rules import EpochKind
 from .states import EpochPhase, TargetPhase
@@ -113,7 +112,7 @@ class ThinPath:
     def unlock(self, rank: int) -> int:
         engine = self.engine
         held = engine.thin_lock
-        if held is None or held.target != rank or engine._actions:
+        if held is None or held.target != rank:
             return NOT_THIN
         peer = engine.peers[rank]
         if peer.remote_complete_seq < held.last_seq:
@@ -151,7 +150,7 @@ class ThinPath:
         token, :data:`DONE` when it finished inside the call (every peer's "done" in, nothing
         left for the driver), or :data:`NOT_THIN`."""
         engine = self.engine
-        if engine._actions or engine.failure is not None or engine.freeing or assertion & ~_ALL_MODES:
+        if engine.failure is not None or engine.freeing or assertion & ~_ALL_MODES:
             return NOT_THIN
         held = engine.thin_fence
         opening = not assertion & MODE_NOSUCCEED
@@ -182,11 +181,7 @@ class ThinPath:
         if all(peers[r].fence_done_received >= closed for r in range(engine.size) if r != engine.rank):
             if not opening:
                 engine.thin_fence = None
-            if not engine._actions:
-                return DONE  # every peer's "done" is in: complete
-            token = engine._new_token()  # the recorded ops' completions go through the driver
-            engine._complete_token(token)
-            return token
+            return DONE  # every peer's "done" is in: complete
         token = engine._new_token()
         held.closing, held.closing_token = closed, token  # finished by the last peer's "done"
         return token
@@ -205,8 +200,7 @@ class ThinPath:
         """Nothing live on the window: a new epoch may be served thinly."""
         engine = self.engine
         return not (
-            engine._actions
-            or engine.failure is not None
+            engine.failure is not None
             or engine.freeing
             or engine._open
             or engine._active
@@ -257,7 +251,7 @@ class ThinPath:
         the call: the "done"s go out and the token is finished."""
         engine = self.engine
         held = engine.thin_access
-        if held is None or engine._actions or held.open_token in engine._pending_tokens:
+        if held is None or held.open_token in engine._pending_tokens:
             return NOT_THIN  # a target has not granted yet: the general path waits for it
         if not self._flushed(held.last_seq):
             return NOT_THIN
@@ -288,7 +282,7 @@ class ThinPath:
         """Close the thin exposure epoch; the token finishes when every origin's "done" is in."""
         engine = self.engine
         held = engine.thin_exposure
-        if held is None or held.close_token or engine._actions:
+        if held is None or held.close_token:
             return NOT_THIN
         peers = engine.peers
         if all(peers[o].gats_done_received >= n for o, n in held.expected_done.items()):
@@ -312,8 +306,7 @@ class ThinPath:
             peer.issued_seq += 1
             held.last_seq[target] = peer.issued_seq
             held.ops[target] = held.ops.get(target, 0) + 1
-            if self.io.issue(token, payload):  # locally complete: its Request finishes now
-                engine._actions.append(CompleteRequest(token))
+            engine.io.issue(token, target, payload)
         held.recorded, held.waiting = [], set()
         return True
 
@@ -338,7 +331,7 @@ class ThinPath:
         (> 0), :data:`NOT_THIN`, or — in a thin fence epoch whose target has not opened it yet —
         ``recorded(token)``: the call is kept and issued at the closing fence."""
         engine = self.engine
-        if engine._actions or engine.failure is not None or engine.freeing:
+        if engine.failure is not None or engine.freeing:
             return NOT_THIN
         held = engine.thin_lock
         fence = engine.thin_fence
@@ -350,7 +343,7 @@ class ThinPath:
             peer = engine.peers[target]
             if peer.gats_granted_access_id < ordinal:
                 engine.control_changed()  # the grant may be in our memory already, not yet read
-                if engine._actions or engine.thin_access is not gats or peer.gats_granted_access_id < ordinal:
+                if engine.thin_access is not gats or peer.gats_granted_access_id < ordinal:
                     return NOT_THIN  # not granted yet: the general path records it for replay
             peer.issued_seq += 1
             gats.last_seq[target] = peer.issued_seq
@@ -394,7 +387,7 @@ class ThinPath:
         """flush(rank) when the RMA towards ``rank`` is complete already or the transport
         completes it inside the call."""
         engine = self.engine
-        if engine._actions or engine._flush_waiters or engine.failure is not None or engine.freeing:
+        if engine._flush_waiters or engine.failure is not None or engine.freeing:
             return NOT_THIN
         held = engine.thin_lock
         if held is not None:

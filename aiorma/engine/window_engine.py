@@ -1,9 +1,15 @@
 """The progress engine of one window on one process: pure logic, no I/O (sans-I/O, as h11).
 
 Application calls (``fence``, ``post``, ``rma``...) and network events (``control_changed``,
-``fetched``, ``flushed``) go in; :class:`~aiorma.engine.actions.Action` objects come out of
-:meth:`WindowEngine.drain`.  Every application call returns an integer *token*; the request it
-stands for is finished by a :class:`CompleteRequest` action carrying that token.
+``fetched``, ``flushed``) go in; every step that needs the world goes out as one call on the
+engine's :class:`~aiorma.engine.actions.EngineIO`.  Every application call returns an integer
+*token*; the request it stands for is finished by ``io.complete(token, error)``.
+
+An answer the I/O gives inside its call (an atomic into shared memory, a flush of data already
+complete) is acted on before the application call or event that asked for it returns: the engine
+queues the step it unblocks and runs the queue at the end of that outermost call, never in the
+middle of another step.  So the same state machine serves a lock granted inside ``lock()`` and one
+granted by a peer's hand-off a second later; only where the step runs differs.
 
 Each application call first checks everything and raises :class:`EpochError` (or another usage
 error) without changing any state; only then does it act.
@@ -47,7 +53,7 @@ from ..constants import (
 )
 from ..errors import EngineFailure, EpochError, RmaFailure, RmaRangeError, RmaUsageError, WindowFreedError
 from ..win_info import Info
-from .actions import Action, CompleteRequest, ControlFetch, ControlWrite, EpochEvent, FlushTarget, IssueRma
+from .actions import Action, ActionLog, EngineIO, EpochEvent
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .lock_protocol import Head, LockCounts, QueueLock
@@ -87,7 +93,12 @@ def _application_call(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            return method(*args, **kwargs)
+            result = method(*args, **kwargs)
+            engine = args[0]
+            assert isinstance(engine, WindowEngine)
+            if engine._inline:
+                engine._settle()
+            return result
         except RmaUsageError:
             raise
         except Exception as exc:
@@ -123,8 +134,15 @@ class WindowEngine:
         control: np.ndarray | None = None,
         history: bool = False,
         observer: Callable[[EpochEvent], None] | None = None,
+        io: EngineIO | None = None,
     ) -> None:
         self.win_id = win_id
+        #: Where every step that needs the world goes (an :class:`ActionLog` when none is given).
+        self.io: EngineIO = io if io is not None else ActionLog()
+        # Steps unblocked by answers given inside an I/O call, run at the end of the outermost
+        # call (_settle): (handler, arguments).
+        self._inline: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._settling = False
         self.rank = rank
         self.size = size
         self.info = info if info is not None else Info()
@@ -160,7 +178,8 @@ class WindowEngine:
         self._pending_tokens: set[int] = set()
         self._flush_waiters: list[_FlushWaiter] = []
         self._free_token: int | None = None
-        self._actions: list[Action] = []
+        # The recorded actions of an engine driven by hand (always empty with a live I/O).
+        self._actions: list[Action] = self.io.actions if isinstance(self.io, ActionLog) else []
         self._activating = False
         self._activate_again = False
         #: A lock epoch held through the thin path, not (yet) built as an Epoch.
@@ -177,9 +196,23 @@ class WindowEngine:
     # ------------------------------------------------------------------ output
 
     def drain(self) -> list[Action]:
-        """Hand over the actions produced so far, in order."""
-        actions, self._actions = self._actions, []
-        return actions
+        """Hand over the actions recorded so far, in order (an engine driven by hand: no I/O
+        given); always empty with a live I/O, which carries every step out at once."""
+        return self.io.drain() if isinstance(self.io, ActionLog) else []
+
+    def _settle(self) -> None:
+        """Run the steps that answers given inside I/O calls unblocked, in order, until none is
+        left (those steps may queue more).  Only the outermost call runs them."""
+        if self._settling:
+            return
+        self._settling = True
+        try:
+            inline = self._inline
+            while inline:
+                handler, args = inline.popleft()
+                handler(*args)
+        finally:
+            self._settling = False
 
     @property
     def quiescent(self) -> bool:
@@ -663,7 +696,7 @@ class WindowEngine:
     # ------------------------------------------------------------ control region (LockIO)
 
     def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
-        self._actions.append(ControlWrite(dest, index, op, value))
+        self.io.write(dest, index, op, value)
 
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
@@ -680,8 +713,11 @@ class WindowEngine:
             return
         token = self._next_token
         self._next_token += 1
-        self._fetches[token] = then
-        self._actions.append(ControlFetch(token, dest, index, op, value, compare))
+        old = self.io.fetch(token, dest, index, op, value, compare)
+        if old is None:
+            self._fetches[token] = then
+        else:  # answered inside the call: the step it unblocks runs once this one is over
+            self._inline.append((then, (old,)))
 
     # -------------------------------------------------------------- epoch life: open/close
 
@@ -942,15 +978,16 @@ class WindowEngine:
         peer = self.peers[access.rank]
         peer.issued_seq += 1
         access.last_seq = peer.issued_seq
-        self._actions.append(IssueRma(token, access.rank, payload))
+        self.io.issue(token, access.rank, payload)
         if self.history is not None or self.observer is not None:
             self._emit(EpochEvent("issue", epoch.id, epoch.kind, access.rank))
 
     def _request_flush(self, target: int) -> None:
         peer = self.peers[target]
         if peer.issued_seq > peer.flush_requested:
-            peer.flush_requested = peer.issued_seq
-            self._actions.append(FlushTarget(target, peer.issued_seq))
+            upto = peer.flush_requested = peer.issued_seq
+            if self.io.flush(target, upto):  # complete already: acted on once this step is over
+                self._inline.append((self._flushed, (target, upto)))
 
     def _service_flush_waiters(self) -> None:
         if not self._flush_waiters:
@@ -1033,7 +1070,7 @@ class WindowEngine:
 
     def _raise(self, dest: int, word: Word, value: int) -> None:
         """Raise our slot of ``word`` at ``dest`` to ``value`` (max: late or repeated is harmless)."""
-        self._actions.append(ControlWrite(dest, self.layout.index(word, self.rank), AtomicOp.MAX, value))
+        self.io.write(dest, self.layout.index(word, self.rank), AtomicOp.MAX, value)
 
     def _send_fence_notice(self) -> None:
         value = pack_fence(self._fences_opened, self._fence_done_sent)
@@ -1050,7 +1087,7 @@ class WindowEngine:
     def _complete_token(self, token: int, error: BaseException | None = None) -> None:
         if token in self._pending_tokens:
             self._pending_tokens.discard(token)
-            self._actions.append(CompleteRequest(token, error))
+            self.io.complete(token, error)
 
     def _record(self, step: str, epoch: Epoch) -> None:
         if self.history is not None or self.observer is not None:  # tracing only: cheap when off
@@ -1101,6 +1138,8 @@ class WindowEngine:
             return
         try:
             handler(*args)
+            if self._inline:
+                self._settle()
         except Exception as exc:
             self._internal_error(exc)
 
@@ -1110,9 +1149,11 @@ class WindowEngine:
         if self.failure is not None:
             return
         self.failure = failure
-        for token in sorted(self._pending_tokens):
-            self._actions.append(CompleteRequest(token, failure))
+        self._inline.clear()
+        tokens = sorted(self._pending_tokens)
         self._pending_tokens.clear()
+        for token in tokens:
+            self.io.complete(token, failure)
 
 
 def _check_assertion(assertion: int) -> None:
