@@ -19,7 +19,7 @@ from ._buffer_spec import unwrap
 from ._core.driver import ProgressDriver
 from ._core.watch import COMPARISONS, MemoryWatcher
 from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, SIGNAL_SET, LockType, Op, SignalOp
-from .engine.thin_state import DONE, NOT_THIN, recorded_token
+from .engine.thin_state import DONE, NOT_THIN
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, EpochError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype, check_compare_dtype
@@ -543,22 +543,17 @@ class Window:
         # waiting*): the driver executes the
         # engine's actions at once (a lock's first atomic, a grant, a "done"); a Request that
         # finished inside the call is returned finished.
-        request = self._driver.request(self.win_id, token, what, value)
+        request = self._driver.request(self._engine.win_id, token, what, value)
         if not request.done():
             self._driver.waiter.wake()  # something to wait for: poll on the fast path
         return request
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
         thin = self._thin
-        if thin is not None:
-            token = thin.rma(op.target, op)
-            if token > 0:  # accounted for by the engine: the transport gets it now
-                if self._endpoint.issue(self._engine.win_id, token, op):
-                    return Request.finished(value, None, what)
-                return self._driver.issued_later(self._engine.win_id, token, what, value)
-            if token < NOT_THIN:  # kept by the engine, issued at the closing fence
-                return self._driver.issued_later(self._engine.win_id, recorded_token(token), what, value)
-        return self._call(self._engine.rma(op.target, op), what, value)
+        token = thin.rma(op.target, op) if thin is not None else NOT_THIN
+        if token == NOT_THIN:
+            token = self._engine.rma(op.target, op)
+        return self._call(token, what, value)
 
     def _check_open(self) -> None:
         # A failed window refuses every call with its failure, whichever path would serve the

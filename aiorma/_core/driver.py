@@ -40,53 +40,30 @@ _INLINE_OWN_CORE = 1e-4
 _INLINE_SHARED_CORE = 3e-5
 
 
-class _InlineIO:
-    """The transport's inline answers for one window's thin path (:class:`~.engine.thin_state.InlineIO`).
-    ``flush`` and ``atomics_inline`` are the endpoint's own (bound: no frame of ours per call)."""
-
-    __slots__ = ("_endpoint", "_win_id", "atomics_inline", "flush", "issue", "write")
-
-    def __init__(self, endpoint: Endpoint, win_id: int) -> None:
-        self._endpoint = endpoint
-        self._win_id = win_id
-        self.atomics_inline = endpoint.atomics_inline
-        self.flush: Callable[[int, int], bool] = functools.partial(endpoint.flush, win_id)
-        self.issue: Callable[[int, Any], bool] = functools.partial(endpoint.issue, win_id)
-        self.write: Callable[[int, int, AtomicOp, int], None] = functools.partial(
-            endpoint.control_write, win_id
-        )
-
-    def fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
-        old = self._endpoint.control_fetch(self._win_id, 0, dest, index, op, value, compare)
-        if old is None:
-            raise TransportError(f"an atomic towards rank {dest} that should be inline was not")
-        return old
-
-
 class _EngineIO:
     """One window's road to the endpoint (:class:`~aiorma.engine.actions.EngineIO`): every call
     goes to the transport at once; an RMA operation complete at issue and a finished token are
     recorded for the Request that the call returning them is about to make."""
 
-    __slots__ = ("_driver", "_endpoint", "_win_id", "write")
+    __slots__ = ("_driver", "_endpoint", "_win_id", "atomics_inline", "fetch", "flush", "write")
 
     def __init__(self, driver: ProgressDriver, endpoint: Endpoint, win_id: int) -> None:
         self._driver = driver
         self._endpoint = endpoint
         self._win_id = win_id
+        # The endpoint's own methods, bound to the window: no frame of ours per call.
+        self.fetch: Callable[[int, int, int, AtomicOp, int, int], int | None] = functools.partial(
+            endpoint.control_fetch, win_id
+        )
         self.write: Callable[[int, int, AtomicOp, int], None] = functools.partial(
             endpoint.control_write, win_id
         )
+        self.flush: Callable[[int, int], bool] = functools.partial(endpoint.flush, win_id)
+        self.atomics_inline: Callable[[int], bool] = endpoint.atomics_inline
 
     def issue(self, token: int, target: int, payload: Any) -> None:
         if self._endpoint.issue(self._win_id, token, payload):
             self._driver._finish(self._win_id, token, None)
-
-    def fetch(self, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int | None:
-        return self._endpoint.control_fetch(self._win_id, token, dest, index, op, value, compare)
-
-    def flush(self, target: int, upto: int) -> bool:
-        return self._endpoint.flush(self._win_id, target, upto)
 
     def complete(self, token: int, error: BaseException | None) -> None:
         self._driver._finish(self._win_id, token, error)
@@ -106,6 +83,7 @@ class ProgressDriver:
         self._finished: dict[tuple[int, int], BaseException | None] = {}
         self._events: deque[tuple[Any, ...]] = deque()
         self._pumping = False
+        self._polled = endpoint.polled
         #: The thin path and inline waiting (off with AIORMA_THIN=0, for equivalence tests).
         self.thin = thin_path_enabled()
         self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
@@ -182,7 +160,7 @@ class ProgressDriver:
 
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine
-        thin = ThinPath.of(engine, _InlineIO(self.endpoint, engine.win_id)) if self.thin else None
+        thin = ThinPath.of(engine) if self.thin else None
         if thin is not None:
             self.thin_paths[engine.win_id] = thin
         self.waiter.start()
@@ -195,8 +173,9 @@ class ProgressDriver:
         """The Request of ``token``, just returned by an engine call (which carried out every
         step it could): an already-finished Request when the token is done (no future, no loop),
         else one that the engine's completion will finish."""
-        self.pump()  # events reported while the call ran
-        if self.endpoint.polled and self.engines[win_id].awaiting_link:
+        if self._events:
+            self.pump()  # events reported while the call ran
+        if self._polled and self.engines[win_id].awaiting_link:
             self._finish_release(self.engines[win_id])
         finished = self._finished
         if finished:
@@ -206,12 +185,6 @@ class ProgressDriver:
                 finished.clear()
                 return Request.finished(value, error, what)
             finished.clear()
-        return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
-
-    def issued_later(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
-        """The Request of an RMA call that the engine's thin path accounted for (``token``) and
-        the caller handed to the transport itself, which completes it later."""
-        self.waiter.wake()
         return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
 
     def wait_inline(self, future: asyncio.Future[Any]) -> bool:

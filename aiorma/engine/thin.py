@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
+from ..errors import TransportError
 from .control import READER_BITS, READER_MASK, AtomicOp, Word, pack_fence
 from .rules import EpochKind
 from .states import EpochPhase, TargetPhase
@@ -43,12 +44,10 @@ from .thin_state import (
     DONE,
     NOT_THIN,
     Answer,
-    InlineIO,
     ThinAccess,
     ThinExposure,
     ThinFence,
     ThinLock,
-    recorded,
 )
 from .window_engine import WindowEngine
 
@@ -60,15 +59,15 @@ class ThinPath:
     path's token stands for it."""
 
     @classmethod
-    def of(cls, engine: WindowEngine, io: InlineIO) -> ThinPath | None:
+    def of(cls, engine: WindowEngine) -> ThinPath | None:
         """The thin path of ``engine``, or None while tracing: the thin path records no steps."""
         if engine.history is not None or engine.observer is not None:
             return None
-        return cls(engine, io)
+        return cls(engine)
 
-    def __init__(self, engine: WindowEngine, io: InlineIO) -> None:
+    def __init__(self, engine: WindowEngine) -> None:
         self.engine = engine
-        self.io = io
+        self.io = engine.io
         layout = engine.layout
         self._tail = layout.lock_tail
         self._state = layout.lock_state
@@ -80,7 +79,7 @@ class ThinPath:
         engine = self.engine
         if not 0 <= rank < engine.size or not self._idle() or not self.io.atomics_inline(rank):
             return NOT_THIN
-        fetch, me = self.io.fetch, self._me
+        fetch, me = self._fetch, self._me
         acquired: list[Answer] = []
         old = fetch(rank, self._tail, AtomicOp.REPLACE, me, 0)
         acquired.append((rank, self._tail, AtomicOp.REPLACE, me, 0, old))
@@ -104,6 +103,13 @@ class ThinPath:
         engine._last_kind = EpochKind.LOCK
         return DONE
 
+    def _fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
+        """An atomic whose answer the I/O gives inside the call (``atomics_inline`` said so)."""
+        old = self.io.fetch(0, dest, index, op, value, compare)
+        if old is None:
+            raise TransportError(f"an atomic towards rank {dest} that should be inline was not")
+        return old
+
     def _inflate_lock(self, rank: int, exclusive: bool, acquired: list[Answer]) -> int:
         engine = self.engine
         engine._replay.extend(acquired)
@@ -121,7 +127,7 @@ class ThinPath:
             if not self.io.flush(rank, upto):  # completes later: the general path waits for it
                 return self._inflate_unlock(rank)
             peer.remote_complete_seq = upto
-        fetch, me = self.io.fetch, self._me
+        fetch, me = self._fetch, self._me
         if held.exclusive:
             if engine.control[engine.layout.index(Word.LOCK_NEXT, rank)] != engine._lock_counts[rank].linked:
                 return self._inflate_unlock(rank)  # a successor linked: hand the head to it
@@ -327,9 +333,10 @@ class ThinPath:
     # ------------------------------------------------------------------ RMA and flush
 
     def rma(self, target: int, payload: Any) -> int:
-        """Account for an RMA call towards ``target`` that the caller issues itself: its token
-        (> 0), :data:`NOT_THIN`, or — in a thin fence epoch whose target has not opened it yet —
-        ``recorded(token)``: the call is kept and issued at the closing fence."""
+        """An RMA call towards ``target`` in a thin epoch: handed to the engine's I/O at once, or
+        — in a thin fence epoch whose target has not opened it yet — kept and issued at the
+        closing fence.  Returns its token, or :data:`NOT_THIN` (the general path serves it: an
+        epoch held as an Epoch, or a target not granted yet)."""
         engine = self.engine
         if engine.failure is not None or engine.freeing:
             return NOT_THIN
@@ -364,23 +371,15 @@ class ThinPath:
                 engine._next_token += 1
                 fence.recorded.append((target, token, payload))  # after any earlier one: in order
                 fence.waiting.add(target)
-                return recorded(token)
+                return token
             peer.issued_seq += 1
             fence.last_seq[target] = peer.issued_seq
             fence.ops[target] = fence.ops.get(target, 0) + 1
         else:
-            epoch = engine._access_epoch_for(target)
-            if epoch is None:
-                return NOT_THIN
-            access = epoch.access[target]
-            if access.phase is not TargetPhase.GRANTED:
-                return NOT_THIN
-            peer = engine.peers[target]
-            peer.issued_seq += 1
-            access.last_seq = peer.issued_seq
-            access.op_count += 1
+            return NOT_THIN  # an epoch held as an Epoch: WindowEngine.rma
         token = engine._next_token
         engine._next_token += 1
+        engine.io.issue(token, target, payload)
         return token
 
     def flush(self, rank: int) -> int:

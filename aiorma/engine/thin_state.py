@@ -1,10 +1,10 @@
-"""What the engine keeps for its thin path (:mod:`.thin`): the records of epochs served inline,
-the answers the general path replays when one inflates, and the I/O the thin path needs."""
+"""What the engine keeps for its thin path (:mod:`.thin`): the records of epochs served inline
+and the answers the general path replays when one inflates."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from typing import Any
 
 from .control import AtomicOp
 
@@ -15,43 +15,11 @@ NOT_THIN = -1  # the call is not one the thin path serves: nothing changed, take
 DONE = 0  # served inline: the call's Request is finished
 
 
-def recorded(token: int) -> int:
-    """What :meth:`ThinPath.rma` returns for an RMA call it recorded for later (below NOT_THIN)."""
-    return -token - 1
-
-
-def recorded_token(result: int) -> int:
-    """The token of an RMA call recorded for later, from :meth:`ThinPath.rma`'s result."""
-    return -result - 1
-
-
 def thin_path_enabled() -> bool:
     """The switch: ``AIORMA_THIN=0`` in the environment turns the thin path (and inline waiting,
     and the MPI transport's off-node puts and inline atomics) off, for tests that check both give
     the same results."""
     return os.environ.get("AIORMA_THIN", "1") != "0"
-
-
-class InlineIO(Protocol):
-    """What the thin path needs from the driver: the transport's answers inside the call."""
-
-    def atomics_inline(self, dest: int) -> bool:
-        """True when atomics on ``dest``'s control words are answered inside the call."""
-
-    def fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
-        """An atomic with a result on ``dest``'s control word ``index``, answered now."""
-
-    def flush(self, target: int, upto: int) -> bool:
-        """Ask for remote completion of the ops issued to ``target``; True when already so (else
-        the transport reports ``flushed`` later, as for a general flush)."""
-
-    def write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
-        """Raise ``dest``'s control word ``index`` (a grant, a "done", a fence notice), after
-        every flush this thin call made: data before flag, as for the engine's ControlWrite."""
-
-    def issue(self, token: int, payload: Any) -> bool:
-        """Hand an RMA operation to the transport; True when it is locally complete already
-        (else the transport reports its completion later)."""
 
 
 class ThinLock:

@@ -39,7 +39,7 @@ import functools
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import attrs
 import numpy as np
@@ -66,7 +66,16 @@ from .rules import (
     ExtraCondition,
     reorder_flag,
 )
-from .states import EPOCH_TRANSITIONS, TARGET_TRANSITIONS, EpochPhase, EpochStep, TargetPhase, TargetStep
+from .states import (
+    CLOSED_OUT_PHASES,
+    EPOCH_TRANSITIONS,
+    GRANTED_PHASES,
+    TARGET_TRANSITIONS,
+    EpochPhase,
+    EpochStep,
+    TargetPhase,
+    TargetStep,
+)
 from .thin_state import Answer, ThinAccess, ThinExposure, ThinFence, ThinLock
 
 _P = ParamSpec("_P")
@@ -81,29 +90,33 @@ def _slot(kind: EpochKind, rank: int | None = None) -> _Slot:
     return (kind, rank if kind is EpochKind.LOCK else None)
 
 
+_FENCE_SLOT: _Slot = (EpochKind.FENCE, None)
+_START_SLOT: _Slot = (EpochKind.START, None)
+_POST_SLOT: _Slot = (EpochKind.POST, None)
+_LOCK_ALL_SLOT: _Slot = (EpochKind.LOCK_ALL, None)
+
+
 def _slot_of(epoch: Epoch) -> _Slot:
     return _slot(epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
 
 
-def _application_call(method: Callable[_P, _R]) -> Callable[_P, _R]:
+def _application_call(
+    method: Callable[Concatenate[WindowEngine, _P], _R],
+) -> Callable[Concatenate[WindowEngine, _P], _R]:
     """Guard an application call like a network event: a usage error (raised by the checks,
     before anything changed) reaches the caller as is; any other exception is an internal
     inconsistency that fails the window for good and is raised as the window's failure."""
 
     @functools.wraps(method)
-    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+    def call(engine: WindowEngine, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            result = method(*args, **kwargs)
-            engine = args[0]
-            assert isinstance(engine, WindowEngine)
+            result = method(engine, *args, **kwargs)
             if engine._inline:
                 engine._settle()
             return result
         except RmaUsageError:
             raise
         except Exception as exc:
-            engine = args[0]
-            assert isinstance(engine, WindowEngine)
             if exc is engine.failure:
                 raise  # the window had already failed (_check_usable)
             raise engine._internal_error(exc) from exc
@@ -379,7 +392,7 @@ class WindowEngine:
         nothing is closed, once the new epoch is activated."""
         self._check_usable()
         _check_assertion(assertion)
-        closing = self._open.get(_slot(EpochKind.FENCE))
+        closing = self._open.get(_FENCE_SLOT)
         others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
         if others:
             raise EpochError(f"fence while a {others[0].kind.value} epoch is open")
@@ -435,7 +448,7 @@ class WindowEngine:
         """Close the open start epoch.  Token: finished when its RMA is complete at every target
         and each target has been sent its "done"."""
         self._check_usable()
-        epoch = self._open.get(_slot(EpochKind.START))
+        epoch = self._open.get(_START_SLOT)
         if epoch is None:
             raise EpochError("complete() without a matching start()")
         token = self._new_token()
@@ -447,7 +460,7 @@ class WindowEngine:
         """Close the open post epoch.  Token: finished when every origin in its group has
         completed its matching access epoch."""
         self._check_usable()
-        epoch = self._open.get(_slot(EpochKind.POST))
+        epoch = self._open.get(_POST_SLOT)
         if epoch is None:
             raise EpochError("wait() without a matching post()")
         token = self._new_token()
@@ -459,7 +472,7 @@ class WindowEngine:
         """MPI_WIN_TEST: if the open post epoch has completed its exposure, close it and return
         True; otherwise change nothing and return False."""
         self._check_usable()
-        epoch = self._open.get(_slot(EpochKind.POST))
+        epoch = self._open.get(_POST_SLOT)
         if epoch is None:
             raise EpochError("test() without a matching post()")
         if epoch.phase is not EpochPhase.ACTIVE or not self._exposure_finished(epoch):
@@ -482,7 +495,7 @@ class WindowEngine:
             raise RmaUsageError(
                 f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
             ) from None
-        if _slot(EpochKind.LOCK, rank) in self._open:
+        if (EpochKind.LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
         self._check_may_open(EpochKind.LOCK)
         token = self._new_token()
@@ -496,7 +509,7 @@ class WindowEngine:
         the target and the lock is released."""
         self._check_usable()
         rank = self._check_rank(rank)
-        epoch = self._open.get(_slot(EpochKind.LOCK, rank))
+        epoch = self._open.get((EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
         token = self._new_token()
@@ -520,7 +533,7 @@ class WindowEngine:
         """Close the lock_all epoch.  Token: finished when all its RMA is complete at the targets
         and every lock is released."""
         self._check_usable()
-        epoch = self._open.get(_slot(EpochKind.LOCK_ALL))
+        epoch = self._open.get(_LOCK_ALL_SLOT)
         if epoch is None:
             raise EpochError("unlock_all() without a matching lock_all()")
         token = self._new_token()
@@ -731,7 +744,7 @@ class WindowEngine:
     ) -> Epoch:
         # An empty trailing fence epoch (fence() without MODE_NOSUCCEED) is closed for the
         # program rather than refusing the next epoch; one with RMA calls was refused earlier.
-        fence = self._open.get(_slot(EpochKind.FENCE))
+        fence = self._open.get(_FENCE_SLOT)
         if kind is not EpochKind.FENCE and fence is not None:
             self._close(fence, self._new_token())
         epoch = Epoch(
@@ -740,7 +753,7 @@ class WindowEngine:
             group=group,
             assertion=assertion,
             predecessor=self._last_kind,
-            overlaps=frozenset(e.id for e in self.open_epochs()),
+            overlaps=frozenset(e.id for e in self._open.values()),
             open_token=open_token,
             lock_type=lock_type,
         )
@@ -750,7 +763,8 @@ class WindowEngine:
             epoch.access = {r: AccessTarget(r) for r in group}
         self._deferred.append(epoch)
         self._open[_slot_of(epoch)] = epoch
-        self._record("open", epoch)
+        if self.history is not None or self.observer is not None:  # tracing only
+            self._emit(EpochEvent("open", epoch.id, epoch.kind))
         return epoch
 
     def _close(self, epoch: Epoch, token: int) -> None:
@@ -896,7 +910,7 @@ class WindowEngine:
     def _check_open_token(self, epoch: Epoch) -> None:
         if epoch.kind is EpochKind.POST or epoch.kind is EpochKind.FENCE:
             return
-        if all(a.granted for a in epoch.access.values()):
+        if all(a.phase in GRANTED_PHASES for a in epoch.access.values()):
             self._complete_token(epoch.open_token)  # no-op once finished
 
     # ------------------------------------------------------------ epoch life: completion
@@ -913,12 +927,13 @@ class WindowEngine:
             return
         finished = True
         for access in epoch.access.values():
-            if access.closed_out:
+            phase = access.phase
+            if phase in CLOSED_OUT_PHASES:
                 continue
             # An empty GATS access sends its "done" without waiting for the grant: a late post
             # then costs this origin nothing (the target's counter remembers the done).
             needs_grant = bool(access.op_count) or epoch.kind in PASSIVE_KINDS
-            if needs_grant and not access.granted:
+            if needs_grant and phase not in GRANTED_PHASES:
                 finished = False
                 continue
             peer = self.peers[access.rank]
@@ -1022,7 +1037,7 @@ class WindowEngine:
         return [e for e in self._active if e.kind is kind]
 
     def _check_may_open(self, kind: EpochKind) -> None:
-        for epoch in self.open_epochs():
+        for epoch in self._open.values():  # (the caller's _check_usable inflated thin epochs)
             if epoch.kind is EpochKind.FENCE and not epoch.has_ops:
                 continue  # an empty trailing fence epoch is closed for the program on open
             if (epoch.kind, kind) not in MAY_OVERLAP:
@@ -1047,6 +1062,8 @@ class WindowEngine:
 
     def _check_rank(self, rank: int) -> int:
         """The rank as a plain int (numpy integers are welcome); raises RmaRangeError."""
+        if type(rank) is int and 0 <= rank < self.size:
+            return rank
         try:
             value = operator.index(rank)
         except TypeError:
@@ -1111,7 +1128,8 @@ class WindowEngine:
                 f"in phase {epoch.phase.value}"
             )
         epoch.phase = phase
-        self._record(step.value, epoch)
+        if self.history is not None or self.observer is not None:  # tracing only
+            self._emit(EpochEvent(step.value, epoch.id, epoch.kind))
 
     def _move_target(self, access: AccessTarget, step: TargetStep) -> None:
         """Take ``step`` in an access target's life (:data:`.states.TARGET_TRANSITIONS`), or
