@@ -116,14 +116,22 @@ class QueueLock:
         self.release_requested = False
         self._on_granted = on_granted
         self._on_released = on_released
-        layout = io.layout
-        self._handoff = layout.index(Word.LOCK_HANDOFF, target)
-        self._drained = layout.index(Word.LOCK_DRAINED, target)
-        self._next = layout.index(Word.LOCK_NEXT, target)
+        self._next = io.layout.index(Word.LOCK_NEXT, target)
 
     @property
     def done(self) -> bool:
         return self.head is Head.PASSED and self.hold is Hold.RELEASED
+
+    @property
+    def granted(self) -> bool:
+        """The lock was granted (held now, or being given back)."""
+        return self.hold is Hold.HELD or self.release_requested
+
+    def bind(self, on_granted: Callable[[], None], on_released: Callable[[], None]) -> None:
+        """Report the grant and the release to these from now on (a request started inside a
+        ``lock()`` call and handed to the epoch built for it afterwards)."""
+        self._on_granted = on_granted
+        self._on_released = on_released
 
     # ------------------------------------------------------------------ driving it
 
@@ -146,13 +154,15 @@ class QueueLock:
 
     def control_changed(self) -> None:
         """Re-read the words this request may be waiting on."""
-        control = self.io.control
-        if self.head is Head.QUEUED and control[self._handoff] >= self.handoffs_needed:
+        control, layout, target = self.io.control, self.io.layout, self.target
+        handoff = layout.index(Word.LOCK_HANDOFF, target)
+        if self.head is Head.QUEUED and control[handoff] >= self.handoffs_needed:
             self.head = Head.AT_HEAD
             self._at_head()
         if self.head is Head.AWAITING_NEXT and control[self._next] != self.counts.linked:
             self._pass_to_next()
-        if self.hold is Hold.DRAINING and control[self._drained] >= self.drains_needed:
+        drained = layout.index(Word.LOCK_DRAINED, target)
+        if self.hold is Hold.DRAINING and control[drained] >= self.drains_needed:
             self.hold = Hold.CLEARING
             self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -(self.me << READER_BITS), 0, self._cleared)
 

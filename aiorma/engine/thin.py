@@ -1,31 +1,27 @@
-"""The thin path: the common epoch served inside the call, by the engine, beside its general path.
+"""The thin path: epochs on an otherwise idle window kept as small records, not as Epochs.
 
 Most epochs a program runs are uncommon in nothing: a lock on a queue nobody else is in, puts
 into an epoch whose access is granted, a flush whose data is already complete.  The general path
-(:mod:`.window_engine`) serves them too, but builds an :class:`~.epochs.Epoch`, an
-:class:`~.epochs.AccessTarget` and a :class:`~.lock_protocol.QueueLock` per lock epoch and hands
-every atomic to the driver as an action and back as an event.  The thin path serves them inline:
+(:mod:`.window_engine`) builds an :class:`~.epochs.Epoch` and an :class:`~.epochs.AccessTarget`
+per epoch and runs activation, matching and completion over them; the thin path keeps an epoch
+opened on an idle window as a record (:mod:`.thin_state`) while nothing needs more:
 
 * **lock** (no assertion, nothing else live on the window, atomics towards the target answered
-  inside the call): the MCS steps of :mod:`.lock_protocol` run one after the other with their
-  answers in hand — for an exclusive lock the tail swap and the look at the reader count, for a
-  shared lock the swap, the reader increment and handing the head back.  The epoch is then kept
-  as a :class:`ThinLock` record, not as an Epoch.
-* **RMA** on a thin lock, or on a general epoch whose access to the target is granted: the
-  per-target sequence numbers move as :meth:`WindowEngine._issue` would move them, and the
-  caller hands the operation to the transport itself (no action, no pump).
+  inside the call): the lock request is the same :class:`~.lock_protocol.QueueLock` state
+  machine every lock epoch runs, started here and driven through all the steps whose answers the
+  engine's I/O gives inside the call.  Granted now, the epoch is kept as a :class:`ThinLock`;
+  queued (a predecessor, readers to drain), the general lock call is made at once and its epoch
+  takes the request over where it stands.
+* **RMA** on a thin epoch: the per-target sequence numbers move as :meth:`WindowEngine._issue`
+  moves them and the operation goes to the engine's I/O.
 * **flush** when the transport answers it inside the call.
-* **unlock** of a thin lock: flush inline, then the release (one compare-and-swap of the tail for
-  an exclusive lock, one decrement for a shared one).
+* **unlock** of a thin lock: flush inline, then the request's release steps, inside the call.
+* **fence, start/complete, post/wait** on an idle window: the notices, grants and "done"s are
+  the general path's words and counters, written inside the call.
 
-Anything else — an answer that shows contention (a predecessor in the queue, readers present, a
-successor linking), a transport that cannot answer inline, any other call on the window — makes
-the thin path **inflate**: the general path is run for the same calls, and the answers of the
-atomics the thin path already made are handed to it in order instead of being asked for again
-(:meth:`WindowEngine.control_fetch` consumes them).  So the general path builds exactly the
-objects, counters and lock state it would have built had it served the calls from the start, and
-carries on from there.  Only atomics that changed something are replayed: a compare-and-swap that
-failed or a look at a word changed nothing, and the general path asks again.
+Any other call on the window, or a step that cannot finish inside the call (a successor still
+linking, a flush completing later), makes the thin epoch **inflate**: it is opened and activated
+as an Epoch, which takes over its lock request and counters, and the general path carries on.
 
 The thin path never runs while tracing is on (every step must then be recorded) and is turned
 off for equivalence tests by ``AIORMA_THIN=0`` (see :func:`thin_path_enabled`).
@@ -36,19 +32,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
-from ..errors import TransportError
-from .control import READER_BITS, READER_MASK, AtomicOp, Word, pack_fence
+from .control import AtomicOp, Word, pack_fence
+from .lock_protocol import Hold, QueueLock
 from .rules import EpochKind
 from .states import EpochPhase, TargetPhase
-from .thin_state import (
-    DONE,
-    NOT_THIN,
-    Answer,
-    ThinAccess,
-    ThinExposure,
-    ThinFence,
-    ThinLock,
-)
+from .thin_state import DONE, NOT_THIN, ThinAccess, ThinExposure, ThinFence, ThinLock
 from .window_engine import WindowEngine
 
 
@@ -76,46 +64,28 @@ class ThinPath:
     # ------------------------------------------------------------------ passive target
 
     def lock(self, rank: int, exclusive: bool) -> int:
+        """Start the lock request with its atomics answered inside the call: :data:`DONE` when it
+        is granted now (the epoch is then held as a :class:`ThinLock`), else the general lock
+        call's token — that epoch takes over the request, queued behind another holder or
+        waiting for readers to drain."""
         engine = self.engine
         if not 0 <= rank < engine.size or not self._idle() or not self.io.atomics_inline(rank):
             return NOT_THIN
-        fetch, me = self._fetch, self._me
-        acquired: list[Answer] = []
-        old = fetch(rank, self._tail, AtomicOp.REPLACE, me, 0)
-        acquired.append((rank, self._tail, AtomicOp.REPLACE, me, 0, old))
-        if old != 0:  # a predecessor: queue behind it
-            return self._inflate_lock(rank, exclusive, acquired)
-        if exclusive:
-            old = fetch(rank, self._state, AtomicOp.NO_OP, 0, 0)
-            if old & READER_MASK:  # readers hold it: the general path registers and drains
-                return self._inflate_lock(rank, exclusive, acquired)
-            acquired.append((rank, self._state, AtomicOp.NO_OP, 0, 0, old))
-        else:
-            old = fetch(rank, self._state, AtomicOp.SUM, 1, 0)
-            acquired.append((rank, self._state, AtomicOp.SUM, 1, 0, old))
-            if engine.control[engine.layout.index(Word.LOCK_NEXT, rank)] != engine._lock_counts[rank].linked:
-                return self._inflate_lock(rank, exclusive, acquired)  # a successor to hand on to
-            old = fetch(rank, self._tail, AtomicOp.CAS, 0, me)
-            if old != me:  # a successor swapped in: a failed CAS changed nothing, not replayed
-                return self._inflate_lock(rank, exclusive, acquired)
-            acquired.append((rank, self._tail, AtomicOp.CAS, 0, me, old))
-        engine.thin_lock = ThinLock(rank, exclusive, acquired)
-        engine._last_kind = EpochKind.LOCK
-        return DONE
-
-    def _fetch(self, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int:
-        """An atomic whose answer the I/O gives inside the call (``atomics_inline`` said so)."""
-        old = self.io.fetch(0, dest, index, op, value, compare)
-        if old is None:
-            raise TransportError(f"an atomic towards rank {dest} that should be inline was not")
-        return old
-
-    def _inflate_lock(self, rank: int, exclusive: bool, acquired: list[Answer]) -> int:
-        engine = self.engine
-        engine._replay.extend(acquired)
+        lock = QueueLock(engine, engine.rank, rank, exclusive, engine._lock_counts[rank], _ignore, _ignore)
+        engine._locks[rank] = lock
+        lock.acquire()
+        engine._settle()  # every step whose answer came inside the call
+        if lock.hold is Hold.HELD:
+            engine.thin_lock = ThinLock(rank, exclusive, lock)
+            engine._last_kind = EpochKind.LOCK
+            return DONE
+        engine._adopted = lock
         return engine.lock(rank, LockType.EXCLUSIVE if exclusive else LockType.SHARED)
 
     def unlock(self, rank: int) -> int:
+        """Flush and give the lock back inside the call: :data:`DONE`, or — the data completes
+        later, or a successor has swapped itself in but not yet linked — the general unlock's
+        token, the epoch inflated first."""
         engine = self.engine
         held = engine.thin_lock
         if held is None or held.target != rank:
@@ -127,26 +97,19 @@ class ThinPath:
             if not self.io.flush(rank, upto):  # completes later: the general path waits for it
                 return self._inflate_unlock(rank)
             peer.remote_complete_seq = upto
-        fetch, me = self._fetch, self._me
-        if held.exclusive:
-            if engine.control[engine.layout.index(Word.LOCK_NEXT, rank)] != engine._lock_counts[rank].linked:
-                return self._inflate_unlock(rank)  # a successor linked: hand the head to it
-            old = fetch(rank, self._tail, AtomicOp.CAS, 0, me)
-            if old != me:  # a successor swapped in (failed: nothing to replay)
-                return self._inflate_unlock(rank)
-        else:
-            old = fetch(rank, self._state, AtomicOp.SUM, -1, 0)
-            if old & READER_MASK == 1 and old >> READER_BITS:  # last reader out, a writer waits
-                return self._inflate_unlock(rank, (rank, self._state, AtomicOp.SUM, -1, 0, old))
+        lock = held.lock
+        lock.release()
+        engine._settle()
+        if not lock.done:  # waiting for a successor's link: the general path waits for it
+            return self._inflate_unlock(rank)
+        del engine._locks[rank]
         engine.thin_lock = None
         return DONE
 
-    def _inflate_unlock(self, rank: int, *released: Answer) -> int:
-        """The general unlock, after the held epoch is inflated, with the release's answers."""
-        engine = self.engine
-        engine.inflate_thin()
-        engine._replay.extend(released)
-        return engine.unlock(rank)
+    def _inflate_unlock(self, rank: int) -> int:
+        """The general unlock, after the held epoch is inflated."""
+        self.engine.inflate_thin()
+        return self.engine.unlock(rank)
 
     # ------------------------------------------------------------------ active target
 
@@ -415,3 +378,7 @@ class ThinPath:
         else:
             peer.remote_complete_seq = upto  # nothing else waits on it (no flush waiters either)
         return DONE
+
+
+def _ignore() -> None:
+    """A thin lock's grant and release are read from its state after the call's steps ran."""

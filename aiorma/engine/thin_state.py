@@ -6,10 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .control import AtomicOp
-
-#: (dest, index, op, value, compare, old): an atomic the thin path made, and its answer.
-Answer = tuple[int, int, AtomicOp, int, int, int]
+from .lock_protocol import QueueLock
 
 NOT_THIN = -1  # the call is not one the thin path serves: nothing changed, take the general path
 DONE = 0  # served inline: the call's Request is finished
@@ -23,14 +20,16 @@ def thin_path_enabled() -> bool:
 
 
 class ThinLock:
-    """An uncontended lock epoch held through the thin path (see the module docstring)."""
+    """A lock epoch granted inside its ``lock()`` call and held through the thin path: its lock
+    request is the one :class:`~.lock_protocol.QueueLock` state machine every lock epoch has,
+    handed to the Epoch built if the epoch inflates."""
 
-    __slots__ = ("acquired", "exclusive", "last_seq", "op_count", "target")
+    __slots__ = ("exclusive", "last_seq", "lock", "op_count", "target")
 
-    def __init__(self, target: int, exclusive: bool, acquired: list[Answer]) -> None:
+    def __init__(self, target: int, exclusive: bool, lock: QueueLock) -> None:
         self.target = target
         self.exclusive = exclusive
-        self.acquired = acquired  # the acquisition's atomics, replayed if the epoch inflates
+        self.lock = lock
         self.op_count = 0
         self.last_seq = 0
 

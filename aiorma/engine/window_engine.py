@@ -76,7 +76,7 @@ from .states import (
     TargetPhase,
     TargetStep,
 )
-from .thin_state import Answer, ThinAccess, ThinExposure, ThinFence, ThinLock
+from .thin_state import ThinAccess, ThinExposure, ThinFence, ThinLock
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -202,9 +202,9 @@ class WindowEngine:
         #: GATS epochs served through the thin path, not (yet) built as Epochs.
         self.thin_access: ThinAccess | None = None
         self.thin_exposure: ThinExposure | None = None
-        # Atomics the thin path already made, whose answers the general path takes in order
-        # instead of asking again (control_fetch) when a thin epoch inflates.
-        self._replay: deque[Answer] = deque()
+        # A lock request the thin path started (registered in _locks) for the lock epoch that
+        # activates next: that epoch takes it over instead of starting its own.
+        self._adopted: QueueLock | None = None
 
     # ------------------------------------------------------------------ output
 
@@ -297,17 +297,17 @@ class WindowEngine:
             self._close(epoch, held.close_token)
 
     def _inflate_thin_lock(self) -> None:
-        """The general lock call is made, and the thin acquisition's atomics are handed to it as
-        their answers."""
+        """Open the thin lock epoch as an Epoch and activate it: it takes over the thin path's
+        lock request, granted (and perhaps being given back) already."""
         held = self.thin_lock
         assert held is not None
         self.thin_lock = None
-        self._replay.extend(held.acquired)
+        self._adopted = held.lock
         lock_type = LockType.EXCLUSIVE if held.exclusive else LockType.SHARED
         epoch = self._open_epoch(EpochKind.LOCK, (held.target,), 0, self._untracked_token(), lock_type)
         self._activate_ready()
         access = epoch.access[held.target]
-        if self._replay or not access.granted:
+        if self._adopted is not None or access.lock is not held.lock or not access.granted:
             raise EngineFailure(f"a thin lock towards rank {held.target} did not inflate to a held lock")
         access.op_count = held.op_count
         access.last_seq = held.last_seq
@@ -714,16 +714,6 @@ class WindowEngine:
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
     ) -> None:
-        replay = self._replay
-        if replay:  # the thin path made this atomic already: its answer, not a second atomic
-            made = replay.popleft()
-            if made[:5] != (dest, index, op, value, compare):
-                raise EngineFailure(
-                    f"the general path asked for {(dest, index, op, value, compare)}, "
-                    f"not for the thin path's {made[:5]}"
-                )
-            then(made[5])
-            return
         token = self._next_token
         self._next_token += 1
         old = self.io.fetch(token, dest, index, op, value, compare)
@@ -820,7 +810,10 @@ class WindowEngine:
         """A lock release waits for a successor that swapped into the queue but has not yet
         linked itself behind us (microseconds on one node): the driver finishes such a release
         inside the closing call, so that a releaser that then computes holds nobody up."""
-        return bool(self._locks) and any(lock.head is Head.AWAITING_NEXT for lock in self._locks.values())
+        for lock in self._locks.values():  # noqa: SIM110 (asked after every call: no generator)
+            if lock.head is Head.AWAITING_NEXT:
+                return True
+        return False
 
     @property
     def window_locked(self) -> bool:
@@ -854,6 +847,17 @@ class WindowEngine:
                 access.ordinal = peer.lock_requests_sent
                 if nocheck:
                     self._grant(epoch, access)
+                    continue
+                adopted = self._adopted
+                if adopted is not None and adopted.target == access.rank:
+                    self._adopted = None  # started inside lock(): take it over
+                    access.lock = adopted
+                    adopted.bind(
+                        functools.partial(self._lock_granted, epoch, access),
+                        functools.partial(self._lock_released, epoch, access),
+                    )
+                    if adopted.granted:
+                        self._lock_granted(epoch, access)
                     continue
                 if access.rank in self._locks:
                     raise EngineFailure(f"a second active lock request towards rank {access.rank}")
