@@ -1,9 +1,9 @@
-"""The MPI transport: one rank per process under ``mpiexec``, over mpi4py.
+"""MpiEndpoint: the MPI transport's endpoint, one rank per process under ``mpiexec``, over mpi4py.
 
 Every aiorma window is two MPI windows, each under one long-lived ``Lock_all`` opened at
-creation: the *data* window (``Win.Allocate``, or ``Win.Create`` on the caller's array) and the
-*control* window (always ``Win.Allocate``: ``P``-sized int64 counters, see
-:mod:`aiorma.engine.control`).  The engine's epochs exist only in those counters.
+creation (:mod:`aiorma.transport.mpi.windows`): the *data* window and the *control* window
+(``P``-sized int64 counters, see :mod:`aiorma.engine.control`).  The engine's epochs exist only in
+those counters.
 
 Passive or not.  Measured with the mpich wheel (docs/architecture.md): RMA and atomics into
 *allocated* memory of a rank on the same node complete without that rank's CPU (shared memory),
@@ -14,110 +14,39 @@ target takes to enter MPI, so it never blocks the event loop: every op is a requ
 completion means remote completion (puts and accumulates as ``Rget_accumulate``), tested by
 :meth:`MpiEndpoint.poll`, so a flush there only waits for requests; ``Compare_and_swap`` (no
 request-based form), and ``Win.Flush`` for windows of derived datatypes, run in a worker thread
-(MPI is initialised with ``THREAD_MULTIPLE``).  The transport rings such a target's doorbell as
-it starts the operation, and every millisecond while our requests wait for it, so that a parked
-target polls and serves them.
-
-Doorbells: one UDP socket per rank, rung (one empty datagram, never waited for) after writing a
-peer's control region or when starting an operation that needs the peer's progress.  UDP rather
-than a node-local socket so that a peer on another host can be rung too; a ring carries no data,
-so a stray or lost datagram costs a spurious wake-up or a guard poll, never correctness.
-
-Collectives (window creation and free, communicator free) run in a second worker thread, so a
-collective waiting for a late peer never holds back this rank's own flushes; one thread keeps
-their order the same on every rank.
+(:mod:`aiorma.transport.mpi.workers`; MPI is initialised with ``THREAD_MULTIPLE``).  The
+transport rings such a target's doorbell (:mod:`aiorma.transport.mpi.doorbell`) as it starts the
+operation, and every millisecond while our requests wait for it, so that a parked target polls
+and serves them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
-import attrs
 import numpy as np
 from mpi4py import MPI
-from mpi4py.util import dtlib
 
-from ..constants import Op
-from ..engine.control import AtomicOp
-from ..engine.thin_state import thin_path_enabled
-from ..errors import PeerFailed, RmaTypeError, TransportError
-from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
-from .busy_progress import PROGRESS_THREAD_ENV, BusyProgress
-from .liveness import LIVENESS_ENV, RingLiveness
-from .presence import PresenceBoard
+from ...engine.control import AtomicOp
+from ...engine.thin_state import thin_path_enabled
+from ...errors import PeerFailed, TransportError
+from ..base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from ..busy_progress import PROGRESS_THREAD_ENV, BusyProgress
+from ..liveness import LIVENESS_ENV, RingLiveness
+from ..presence import PresenceBoard
+from .datatypes import CONTROL_OPS, MPI_OPS
+from .doorbell import Doorbell, open_doorbells
+from .windows import MpiWindow, open_window
+from .workers import Workers
 
-_T = TypeVar("_T")
-
-_MPI_OPS: dict[Op, MPI.Op] = {
-    Op.SUM: MPI.SUM,
-    Op.PROD: MPI.PROD,
-    Op.MIN: MPI.MIN,
-    Op.MAX: MPI.MAX,
-    Op.BAND: MPI.BAND,
-    Op.BOR: MPI.BOR,
-    Op.BXOR: MPI.BXOR,
-    Op.LAND: MPI.LAND,
-    Op.LOR: MPI.LOR,
-    Op.LXOR: MPI.LXOR,
-    Op.REPLACE: MPI.REPLACE,
-    Op.NO_OP: MPI.NO_OP,
-}
-_CONTROL_OPS: dict[AtomicOp, MPI.Op] = {
-    AtomicOp.MAX: MPI.MAX,
-    AtomicOp.SUM: MPI.SUM,
-    AtomicOp.REPLACE: MPI.REPLACE,
-    AtomicOp.NO_OP: MPI.NO_OP,
-}
 _NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
-_RERING = 1e-3
 _NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
-
-
-def _mpi_datatype(dtype: np.dtype) -> tuple[MPI.Datatype, int, bool]:
-    """The MPI datatype carrying elements of ``dtype``, how many of it make one element, and
-    whether we own (must free) it.
-
-    Numbers in the machine's byte order map to MPI's own type, which the MPI library computes
-    accumulates with (and whose atomics, compare-and-swap and fetch-and-op, want the predefined
-    type itself: ``from_numpy_dtype`` returns a *duplicate* even of a predefined type, so a
-    duplicate is unwrapped); timedelta64 and datetime64 to int64.  Every other fixed-size dtype
-    (str, bytes, void, structured, another byte order) has no MPI arithmetic, only data movement,
-    and maps to ``itemsize`` MPI.BYTEs per element: mpi4py's mapping of 'U4' to one wchar per
-    element moved a quarter of each element, of 'S4' one byte, and a structured dtype's derived
-    type tripped an MPICH assertion in put.
-    """
-    if dtype.kind in "mM":
-        return MPI.INT64_T, 1, False
-    if dtype.kind not in "biufc" or dtype.names is not None or not dtype.isnative:
-        return MPI.BYTE, dtype.itemsize, False
-    datatype = dtlib.from_numpy_dtype(dtype)
-    if datatype.combiner == MPI.COMBINER_DUP:
-        base = datatype.decode()[0]
-        datatype.Free()
-        return base, 1, False
-    return datatype.Commit(), 1, True
-
-
-@attrs.define(eq=False)
-class _Window:
-    win_id: int
-    win: MPI.Win
-    memory: np.ndarray
-    allocated: bool
-    datatype: MPI.Datatype
-    units: int  # datatype elements per window element (itemsize for MPI.BYTE)
-    owns_datatype: bool
-    ctrl: MPI.Win
-    control: np.ndarray
-    seen: bytes  # the control region as last reported to the sink
-    notify: bool  # ring a target after each flush towards it (collectives' flag windows)
 
 
 class MpiEndpoint:
@@ -154,11 +83,10 @@ class MpiEndpoint:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
             )
-        self._collectives = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aiorma-coll")
-        self._blocking = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="aiorma-rma")
+        self._workers = Workers(self._worker_failed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: Sink | None = None
-        self._windows: dict[int, _Window] = {}
+        self._windows: dict[int, MpiWindow] = {}
         # Request-based RMA not yet complete: (win_id, target) -> [(token, request, keep, served)],
         # ``served``: the op needs the target's progress (its request completes remotely).
         self._pending: dict[tuple[int, int], list[tuple[int, MPI.Request, object, bool]]] = {}
@@ -181,20 +109,15 @@ class MpiEndpoint:
         # Request-based control writes towards peers that need progress: (request, buffers kept
         # alive, (win_id, dest)).
         self._writes: list[tuple[MPI.Request, object, tuple[int, int]]] = []
-        self._in_threads = 0  # blocking calls running in the RMA worker
-        # When each peer was last rung: a peer serving our requests by its own progress (another
-        # node, win_create memory) is rung again every _RERING seconds until they complete, so
-        # that it never parks in the middle of a long transfer (a 1 MiB accumulate by active
-        # messages needs many of its polls).
-        self._rung_at = [0.0] * self.size
         self._word_buffers = tuple(np.zeros(1, np.int64) for _ in range(3))
         self._closed = False
-        self._doorbell, self._bells = _open_doorbells(self._probe_comm, hosts)
+        doorbell, bells = open_doorbells(self._probe_comm, hosts)
         # Presence words (aiorma.transport.presence): presence[r] = 1 while peer r is parked
         # (written by r, one-sidedly; by a peer on another node only while the off-node paths are
         # on, see parking()), or its departure notice.  A ring to a peer that is not parked is
         # skipped: it is polling anyway, and a ring costs a system call on both sides.
         self._presence = PresenceBoard(self._probe_comm, self._passive, self._passive_puts)
+        self._doorbell = Doorbell(doorbell, bells, self._presence, self._passive, self._passive_puts)
         # Connections to the ring neighbours, whose end without a goodbye means that neighbour's
         # process died (killed, crashed) without leaving: see aiorma.transport.liveness.
         self._liveness = RingLiveness(
@@ -213,11 +136,6 @@ class MpiEndpoint:
         self._liveness.watch(asyncio.get_running_loop(), self._peer_lost)
 
     # ------------------------------------------------------------------ windows
-
-    async def _collective(self, fn: Callable[[], _T]) -> _T:
-        """Run the blocking collective ``fn`` in the collectives thread.  Cancelling the awaiting
-        task does not stop ``fn``: peers are in the same collective."""
-        return await asyncio.get_running_loop().run_in_executor(self._collectives, fn)
 
     async def create_window(
         self,
@@ -239,39 +157,10 @@ class MpiEndpoint:
         dtype = np.dtype(dtype)
         count = int(memory.size if memory is not None else count)
 
-        def create() -> tuple[_Window, tuple[int, ...]]:
-            # Exchange first: a dtype mismatch then fails on every rank before any window exists.
-            with map_transport_errors("create_window: exchange"):
-                peers = self._win_comm.allgather((count, dtype))
-            if any(other != dtype for _, other in peers):
-                raise RmaTypeError(f"window dtypes differ between ranks: {[d for _, d in peers]}")
-            with map_transport_errors("create_window"):
-                datatype, units, owned = _mpi_datatype(dtype)
-                if memory is None:
-                    win = MPI.Win.Allocate(count * dtype.itemsize, dtype.itemsize, comm=self._win_comm)
-                    raw = np.frombuffer(win.tomemory(), np.uint8)[: count * dtype.itemsize]
-                    # Every byte zero, as the local transport's np.zeros gives (assigning 0 to
-                    # the typed array would store '0' in a str window).
-                    raw[...] = 0
-                    local = raw.view(dtype)
-                else:
-                    win = MPI.Win.Create(memory, dtype.itemsize, comm=self._win_comm)
-                    local = memory
-                ctrl = MPI.Win.Allocate(control_words * 8, 8, comm=self._win_comm)
-                control = np.frombuffer(ctrl.tomemory(), np.int64)[:control_words]
-                control[...] = 0
-                win.Lock_all()
-                ctrl.Lock_all()
-                # Every rank holds its Lock_alls and a zeroed control region before anyone
-                # issues RMA into this window.
-                self._win_comm.Barrier()
-            window = _Window(
-                win_id, win, local, memory is None, datatype, units, owned,
-                ctrl, control, control.tobytes(), notify,
-            )  # fmt: skip
-            return window, tuple(c for c, _ in peers)
+        def create() -> tuple[MpiWindow, tuple[int, ...]]:
+            return open_window(self._win_comm, win_id, memory, count, dtype, control_words, notify)
 
-        window, counts = await self._collective(create)
+        window, counts = await self._workers.collective(create)
         self._windows[win_id] = window
         return WindowLayout(window.memory, window.control, counts)
 
@@ -287,24 +176,13 @@ class MpiEndpoint:
         self._raised = {word: value for word, value in self._raised.items() if word[0] != win_id}
 
         def free() -> np.ndarray | None:
-            with map_transport_errors("free_window"):
-                window.win.Unlock_all()
-                window.ctrl.Unlock_all()
-                # After every rank's Unlock_all, every peer's ops into our memory are complete,
-                # so the copy below sees their data.
-                self._win_comm.Barrier()
-                copy = window.memory.copy() if window.allocated else None
-                window.win.Free()
-                window.ctrl.Free()
-                if window.owns_datatype:
-                    window.datatype.Free()
-            return copy
+            return window.free_collectively(self._win_comm)
 
-        return await self._collective(free)
+        return await self._workers.collective(free)
 
     # ------------------------------------------------------------------ data
 
-    def _inline(self, window: _Window, target: int) -> bool:
+    def _inline(self, window: MpiWindow, target: int) -> bool:
         """True when RMA into ``target``'s data memory completes without ``target``'s CPU."""
         return window.allocated and self._passive[target]
 
@@ -334,14 +212,14 @@ class MpiEndpoint:
                 elif kind is RmaKind.GET:
                     request = window.win.Rget([op.result, dt], target, spec)
                 elif kind is RmaKind.ACCUMULATE:
-                    request = window.win.Raccumulate([op.origin, dt], target, spec, _MPI_OPS[op.op])
+                    request = window.win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
                 else:  # GET_ACCUMULATE, FETCH_AND_OP; NO_OP leaves the origin out, MPI wants one
                     origin = op.origin
                     if origin is None:  # kept alive with the op until completion
                         origin = np.empty_like(op.result)
                         op = RmaOp(kind, target, op.disp, origin, op.result, op.compare, op.op)
                     request = window.win.Rget_accumulate(
-                        [origin, dt], [op.result, dt], target, spec, _MPI_OPS[op.op]
+                        [origin, dt], [op.result, dt], target, spec, MPI_OPS[op.op]
                     )
                 if request.Test():
                     return True
@@ -368,7 +246,7 @@ class MpiEndpoint:
             return False
         inline = self._inline(window, target)
         if not inline:
-            self._ring(target)
+            self._doorbell.ring(target)
         with map_transport_errors("issue", op.kind):
             if op.kind is RmaKind.COMPARE_AND_SWAP:
                 # No request-based form: blocking for a microsecond into shared memory, else in
@@ -397,17 +275,17 @@ class MpiEndpoint:
             elif op.kind in (RmaKind.PUT, RmaKind.ACCUMULATE) and remote_completion:
                 scratch = np.empty_like(op.origin)
                 keep = (op, scratch)
-                mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else _MPI_OPS[op.op]
+                mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else MPI_OPS[op.op]
                 request = win.Rget_accumulate([op.origin, dt], [scratch, dt], target, spec, mpi_op)
             elif op.kind is RmaKind.PUT:
                 request = win.Rput([op.origin, dt], target, spec)
             elif op.kind is RmaKind.ACCUMULATE:
-                request = win.Raccumulate([op.origin, dt], target, spec, _MPI_OPS[op.op])
+                request = win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
             else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
                 # NO_OP ignores the origin, which the window may leave out; MPI still wants one.
                 origin = op.origin if op.origin is not None else np.empty_like(op.result)
                 keep = (op, origin)
-                request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, _MPI_OPS[op.op])
+                request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, MPI_OPS[op.op])
             if request.Test():
                 return True
         self._pending.setdefault(key, []).append((token, request, keep, not inline))
@@ -420,7 +298,7 @@ class MpiEndpoint:
             return True
         return any(entry[3] for entry in self._pending.get(key, ()))
 
-    def _complete_network(self, window: _Window, key: tuple[int, int]) -> None:
+    def _complete_network(self, window: MpiWindow, key: tuple[int, int]) -> None:
         """Remote completion of the passive ops towards another node's allocated memory: one
         ``Flush`` (a network round trip; nothing left that needs the target's CPU), then their
         requests, which it completed."""
@@ -451,7 +329,7 @@ class MpiEndpoint:
                 for token, _, _, _ in mine:
                     self._op_done(win_id, token)
             if window.notify:
-                self._ring(target)
+                self._doorbell.ring(target)
             return True
         if not window.owns_datatype:
             # Ops that need the target's progress complete remotely with their requests: wait for
@@ -461,16 +339,16 @@ class MpiEndpoint:
                 if window.allocated:
                     self._complete_network(window, key)
                 if window.notify:
-                    self._ring(target)
+                    self._doorbell.ring(target)
                 return True
-            self._ring(target)
+            self._doorbell.ring(target)
             self._waiting_flushes.setdefault(key, []).append(upto)
             return False
         # A derived datatype: puts cannot be turned into accumulates; a blocking Flush, in the
         # worker thread.
         mine = self._pending.pop(key, [])
         requests = [request for _, request, _, _ in mine]
-        self._ring(target)
+        self._doorbell.ring(target)
 
         def flush() -> None:
             window.win.Flush(target)
@@ -481,7 +359,7 @@ class MpiEndpoint:
             for token, _, _, _ in mine:
                 self._op_done(win_id, token)
             if window.notify:
-                self._ring(target)
+                self._doorbell.ring(target)
             assert self._sink is not None
             self._sink.flushed(win_id, target, upto)
 
@@ -504,7 +382,7 @@ class MpiEndpoint:
         except MPI.Exception as exc:
             raise TransportError(f"put: {exc}") from exc
         if window.notify:
-            self._ring(target)
+            self._doorbell.ring(target)
         return True
 
     def _flushes_due(self) -> bool:
@@ -517,7 +395,7 @@ class MpiEndpoint:
                 self._complete_network(window, key)
             for upto in self._waiting_flushes.pop(key):
                 if window is not None and window.notify:
-                    self._ring(target)
+                    self._doorbell.ring(target)
                 assert self._sink is not None
                 self._sink.flushed(win_id, target, upto)
         return bool(due)
@@ -544,7 +422,7 @@ class MpiEndpoint:
                 buf = self._word_buffers[0]
                 buf[0] = value
                 # Shared memory: MPICH applies it in the call; Flush_local releases the buffer.
-                window.ctrl.Accumulate(buf, dest, index, _CONTROL_OPS[op])
+                window.ctrl.Accumulate(buf, dest, index, CONTROL_OPS[op])
                 window.ctrl.Flush_local(dest)
             elif op is AtomicOp.MAX and self._passive_puts:
                 word = (win_id, dest, index)
@@ -562,16 +440,16 @@ class MpiEndpoint:
             else:
                 self._control_accumulate(window, dest, index, op, value)
         if dest != self.rank:
-            self._ring(dest)
+            self._doorbell.ring(dest)
 
-    def _control_accumulate(self, window: _Window, dest: int, index: int, op: AtomicOp, value: int) -> None:
+    def _control_accumulate(self, window: MpiWindow, dest: int, index: int, op: AtomicOp, value: int) -> None:
         """``op`` on another node's control word, served by its progress: ``Rget_accumulate``,
         whose completion (tested by the poll) is remote completion."""
         buf = np.array([value], np.int64)
         scratch = np.empty(1, np.int64)
         with self._towards(dest):
             request = window.ctrl.Rget_accumulate(
-                [buf, MPI.INT64_T], [scratch, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
+                [buf, MPI.INT64_T], [scratch, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), CONTROL_OPS[op]
             )
         key = (window.win_id, dest)
         self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
@@ -613,7 +491,7 @@ class MpiEndpoint:
         ctrl = self._windows[win_id].ctrl
         answered = self._answered_by_peer(dest)
         if answered:
-            self._ring(dest)  # a parked peer serves it at once instead of at its thread's next look
+            self._doorbell.ring(dest)  # a parked peer serves it at once instead of at its thread's next look
         if self._passive[dest] or answered:
             # Inline: about a microsecond into shared memory, a round trip to another node; the
             # endpoint's own buffers are free again on return.
@@ -624,14 +502,14 @@ class MpiEndpoint:
                     expected[0] = compare
                     ctrl.Compare_and_swap(origin, expected, result, dest, index)
                 else:
-                    ctrl.Fetch_and_op(origin, result, dest, index, _CONTROL_OPS[op])
+                    ctrl.Fetch_and_op(origin, result, dest, index, CONTROL_OPS[op])
                 ctrl.Flush_local(dest)
             except MPI.Exception as exc:
                 raise TransportError(f"control fetch: {exc}") from exc
             return int(result[0])
         origin = np.array([value], np.int64)
         result = np.zeros(1, np.int64)
-        self._ring(dest)
+        self._doorbell.ring(dest)
         key = (win_id, dest)
         with map_transport_errors("control fetch"):
             if op is AtomicOp.CAS:
@@ -651,7 +529,7 @@ class MpiEndpoint:
             # The origin and result datatypes named as the target's: mpi4py maps an int64 array
             # to MPI_LONG, which Open MPI refuses to combine with an MPI_INT64_T target.
             request = ctrl.Rget_accumulate(
-                [origin, MPI.INT64_T], [result, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), _CONTROL_OPS[op]
+                [origin, MPI.INT64_T], [result, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), CONTROL_OPS[op]
             )
         self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
         self._fetches.append((win_id, token, request, result))
@@ -711,7 +589,7 @@ class MpiEndpoint:
         if cause is None:
             cause = TransportError(f"rank {rank}'s process ended without leaving aiorma (killed or crashed)")
         first = self._presence.lose(rank, cause)
-        self._ring_everyone()
+        self._doorbell.ring_everyone()
         if self._sink is not None:
             self._sink.peer_departed(first, cause if first == rank else None)
 
@@ -742,22 +620,13 @@ class MpiEndpoint:
         first = self._presence.failed_first
         raise PeerFailed(dest if first is None else first, TransportError(f"rank {dest} has left aiorma"))
 
-    def _ring_everyone(self) -> None:
-        """Ring every peer (a departure was written into their presence words)."""
-        for peer in range(self.size):
-            if peer != self.rank and self._bells[peer] is not None and self._doorbell is not None:
-                with contextlib.suppress(OSError):
-                    self._doorbell.sendto(b"", self._bells[peer])  # type: ignore[arg-type]
-
     def _ring_servers(self) -> None:
-        """Ring again, every _RERING seconds, the peers whose progress our requests wait for."""
-        now = time.monotonic()
+        """Ring again, every so often (:meth:`Doorbell.ring_servers`), the peers whose progress our
+        requests wait for."""
         servers = {target for key in self._pending if self._served(key) for target in key[1:]}
         servers |= {target for _, target in self._waiting_flushes}
         servers |= {self._fetch_targets.get(token, -1) for _, token, _, _ in self._fetches}
-        for target in servers:
-            if target >= 0 and not self._passive[target] and now - self._rung_at[target] > _RERING:
-                self._ring(target)
+        self._doorbell.ring_servers(servers)
 
     def _test_pending(self) -> bool:
         done: list[tuple[int, int]] = []
@@ -809,29 +678,20 @@ class MpiEndpoint:
         self._writes = left
 
     def doorbell(self) -> int | None:
-        return self._doorbell.fileno() if self._doorbell is not None else None
+        return self._doorbell.fileno()
 
     def parking(self, parked: bool) -> None:
         """Tell the peers whether we are parked (so they ring us), and after a park empty the
-        doorbell.  The waiter polls once more after ``parking(True)`` before it sleeps: a peer
-        that raised our word before seeing the flag is found by that poll, one that saw the flag
-        rings (Dekker's handshake: the flag is in the peer's memory before our last poll, the
-        peer's write in ours before it reads the flag).  Peers on this node get the flag by an
-        atomic into shared memory, peers on other nodes by a put + ``Flush`` (passive there)."""
-        if self._closed or not self._presence.set_parked(parked):
+        doorbell (see :meth:`Doorbell.parking`)."""
+        if self._closed:
             return
-        if not parked and self._doorbell is not None:
-            # Rings carry no data (a stray datagram costs a spurious wake-up): empty the socket so
-            # that it turns readable again only for new rings.
-            with contextlib.suppress(BlockingIOError, InterruptedError):
-                while True:
-                    self._doorbell.recv(64)
+        self._doorbell.parking(parked)
 
     def poll_need(self) -> PollNeed:
         """A worker thread inside MPI first (it must get the interpreter to finish), then own
         requests (they complete only while we drive progress), then ``win_create`` windows (peers
         may access them any time, by active messages that need our progress)."""
-        if self._in_threads:
+        if self._workers.blocking_calls:
             return PollNeed.THREADS
         if self._pending or self._fetches or self._writes or self._waiting_flushes:
             return PollNeed.REQUESTS
@@ -853,35 +713,13 @@ class MpiEndpoint:
         """Run the blocking MPI ``call`` in the RMA worker; ``then`` runs on the loop after it."""
         loop = self._loop
         assert loop is not None
-        future = loop.run_in_executor(self._blocking, call)
-        self._in_threads += 1
+        self._workers.in_thread(loop, call, then)
 
-        def finished(f: asyncio.Future[None]) -> None:
-            self._in_threads -= 1
-            if f.cancelled():
-                return
-            error = f.exception()
-            if error is not None:  # the rank's windows fail for good, with the cause
-                assert self._sink is not None
-                self._sink.failed(TransportError(f"{getattr(call, '__name__', 'call')}: {error}"))
-                return
-            then(None)
-
-        future.add_done_callback(finished)
-
-    def _ring(self, dest: int) -> None:
-        """Ring ``dest`` if it is parked.  Every peer announces its parks in our presence words
-        (see :meth:`parking`), except a peer on another node when the off-node paths are off:
-        that one is always rung."""
-        address = self._bells[dest]
-        if address is not None and (
-            self._presence.parked(dest) or not (self._passive[dest] or self._passive_puts)
-        ):
-            self._rung_at[dest] = time.monotonic()
-            # A full socket buffer means unread rings are already waiting; a refused or dropped
-            # datagram costs the peer a guard poll, never correctness.
-            with contextlib.suppress(OSError):
-                self._doorbell.sendto(b"", address)  # type: ignore[union-attr]
+    def _worker_failed(self, error: TransportError) -> None:
+        """A blocking call in the RMA worker raised: the rank's windows fail for good, with the
+        cause."""
+        assert self._sink is not None
+        self._sink.failed(error)
 
     async def close(self) -> None:
         """Collective.  Free the windows still open (every rank has the same ones: creation and
@@ -903,23 +741,19 @@ class MpiEndpoint:
         def free() -> None:
             # A blocking call still running in the RMA worker (a CAS, a Flush) uses these windows:
             # let it finish before they go.
-            self._blocking.shutdown(wait=True)
+            self._workers.drain_blocking()
             with map_transport_errors("close"):
                 # Our own operations complete as the peers unlock in this same collective.
                 MPI.Request.Waitall(pending)
                 for window in windows:
-                    window.win.Unlock_all()
-                    window.ctrl.Unlock_all()
-                    window.win.Free()
-                    window.ctrl.Free()
-                    if window.owns_datatype:
-                        window.datatype.Free()
+                    window.unlock()
+                    window.free()
                 self._presence.free()
                 self._probe_comm.Free()
                 self._win_comm.Free()
 
         try:
-            await self._collective(free)
+            await self._workers.collective(free)
         finally:
             self._stop()
 
@@ -932,7 +766,7 @@ class MpiEndpoint:
             # a ring: their Requests waiting on us fail with PeerFailed naming us and what we
             # raised at their next poll, not at their own timeouts.
             self._presence.announce_departure(reason)
-            self._ring_everyone()
+            self._doorbell.ring_everyone()
         self._stop()
 
     def _stop_busy(self) -> None:
@@ -944,45 +778,5 @@ class MpiEndpoint:
         self._closed = True
         self._liveness.close()
         self._stop_busy()
-        self._collectives.shutdown(wait=False, cancel_futures=True)
-        self._blocking.shutdown(wait=False, cancel_futures=True)
-        self._bells = [None] * self.size  # nothing rings any more
-        if self._doorbell is not None:
-            self._doorbell.close()
-            self._doorbell = None
-
-
-def _open_doorbells(
-    comm: MPI.Intracomm, hosts: list[str]
-) -> tuple[socket.socket | None, list[tuple[str, int] | None]]:
-    """Bind this rank's UDP doorbell and learn every peer's address (None: cannot be rung).
-
-    A peer on this host is rung on the loopback address; one on another host at the address its
-    host name resolves to there.  Collective and blocking: start-up only.
-    """
-    rank = comm.Get_rank()
-    doorbell: socket.socket | None = None
-    address: tuple[str, int] | None = None
-    try:
-        doorbell = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        doorbell.bind(("0.0.0.0", 0))
-        doorbell.setblocking(False)
-        try:
-            ip = socket.gethostbyname(hosts[rank])
-        except OSError:  # an unresolvable host name: peers on this machine can still ring
-            ip = "127.0.0.1"
-        address = (ip, doorbell.getsockname()[1])
-    except OSError:  # no UDP here: peers poll us on their guard interval instead
-        if doorbell is not None:
-            doorbell.close()
-        doorbell = None
-    addresses = comm.allgather(address)
-    bells: list[tuple[str, int] | None] = []
-    for r, peer in enumerate(addresses):
-        if peer is None or r == rank:
-            bells.append(None)
-        elif hosts[r] == hosts[rank]:
-            bells.append(("127.0.0.1", peer[1]))
-        else:
-            bells.append(peer)
-    return doorbell, bells
+        self._workers.stop()
+        self._doorbell.close()

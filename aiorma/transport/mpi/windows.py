@@ -1,0 +1,100 @@
+"""The MPI side of one aiorma window: two MPI windows, each under one long-lived ``Lock_all``
+opened at creation — the *data* window (``Win.Allocate``, or ``Win.Create`` on the caller's
+array) and the *control* window (always ``Win.Allocate``: ``P``-sized int64 counters, see
+:mod:`aiorma.engine.control`) — created and freed collectively."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+from mpi4py import MPI
+
+from ...errors import RmaTypeError
+from ..base import map_transport_errors
+from .datatypes import mpi_datatype
+
+
+@attrs.define(eq=False)
+class MpiWindow:
+    win_id: int
+    win: MPI.Win
+    memory: np.ndarray
+    allocated: bool
+    datatype: MPI.Datatype
+    units: int  # datatype elements per window element (itemsize for MPI.BYTE)
+    owns_datatype: bool
+    ctrl: MPI.Win
+    control: np.ndarray
+    seen: bytes  # the control region as last reported to the sink
+    notify: bool  # ring a target after each flush towards it (collectives' flag windows)
+
+    def unlock(self) -> None:
+        """Close both windows' ``Lock_all`` epochs (completing this rank's operations in them)."""
+        self.win.Unlock_all()
+        self.ctrl.Unlock_all()
+
+    def free(self) -> None:
+        """Free both MPI windows and the datatype if we own it (collective, after :meth:`unlock`)."""
+        self.win.Free()
+        self.ctrl.Free()
+        if self.owns_datatype:
+            self.datatype.Free()
+
+    def free_collectively(self, comm: MPI.Intracomm) -> np.ndarray | None:
+        """Collective over ``comm`` and blocking: unlock and free the window; a copy of allocated
+        memory, None for a ``Win.Create`` window."""
+        with map_transport_errors("free_window"):
+            self.unlock()
+            # After every rank's Unlock_all, every peer's ops into our memory are complete,
+            # so the copy below sees their data.
+            comm.Barrier()
+            copy = self.memory.copy() if self.allocated else None
+            self.free()
+        return copy
+
+
+def open_window(
+    comm: MPI.Intracomm,
+    win_id: int,
+    memory: np.ndarray | None,
+    count: int,
+    dtype: np.dtype,
+    control_words: int,
+    notify: bool,
+) -> tuple[MpiWindow, tuple[int, ...]]:
+    """Collective over ``comm`` and blocking: expose ``memory`` (``Win.Create``) or allocate
+    ``count`` zeroed elements (``Win.Allocate``, ``memory is None``), allocate the control region,
+    and open both windows' ``Lock_all`` epochs.  Returns the window and every rank's count.
+
+    Raises :class:`RmaTypeError` on every rank when the ranks' dtypes differ.
+    """
+    # Exchange first: a dtype mismatch then fails on every rank before any window exists.
+    with map_transport_errors("create_window: exchange"):
+        peers = comm.allgather((count, dtype))
+    if any(other != dtype for _, other in peers):
+        raise RmaTypeError(f"window dtypes differ between ranks: {[d for _, d in peers]}")
+    with map_transport_errors("create_window"):
+        datatype, units, owned = mpi_datatype(dtype)
+        if memory is None:
+            win = MPI.Win.Allocate(count * dtype.itemsize, dtype.itemsize, comm=comm)
+            raw = np.frombuffer(win.tomemory(), np.uint8)[: count * dtype.itemsize]
+            # Every byte zero, as the local transport's np.zeros gives (assigning 0 to
+            # the typed array would store '0' in a str window).
+            raw[...] = 0
+            local = raw.view(dtype)
+        else:
+            win = MPI.Win.Create(memory, dtype.itemsize, comm=comm)
+            local = memory
+        ctrl = MPI.Win.Allocate(control_words * 8, 8, comm=comm)
+        control = np.frombuffer(ctrl.tomemory(), np.int64)[:control_words]
+        control[...] = 0
+        win.Lock_all()
+        ctrl.Lock_all()
+        # Every rank holds its Lock_alls and a zeroed control region before anyone
+        # issues RMA into this window.
+        comm.Barrier()
+    window = MpiWindow(
+        win_id, win, local, memory is None, datatype, units, owned,
+        ctrl, control, control.tobytes(), notify,
+    )  # fmt: skip
+    return window, tuple(c for c, _ in peers)
