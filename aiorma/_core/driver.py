@@ -175,7 +175,7 @@ class ProgressDriver:
         else one that the engine's completion will finish."""
         if self._events:
             self.pump()  # events reported while the call ran
-        if self._polled and self.engines[win_id].awaiting_link:
+        if self._polled and self.engines[win_id].links_awaited:
             self._finish_release(self.engines[win_id])
         finished = self._finished
         if finished:
@@ -214,7 +214,7 @@ class ProgressDriver:
         On one node the link follows the successor's swap by microseconds; past the bound (a
         descheduled successor) the waiter finishes the release in the background."""
         deadline = time.perf_counter() + _LINK_PATIENCE
-        while engine.awaiting_link and time.perf_counter() < deadline:
+        while engine.links_awaited and time.perf_counter() < deadline:
             self._poll_turn()
 
     def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:

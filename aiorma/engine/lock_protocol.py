@@ -83,6 +83,8 @@ class LockIO(Protocol):
 
     control: np.ndarray
     layout: ControlLayout
+    #: Requests whose release waits for a successor's link (Head.AWAITING_NEXT), kept by them.
+    links_awaited: int
 
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
@@ -243,9 +245,12 @@ class QueueLock:
             self._check_done()
             return
         self.head = Head.AWAITING_NEXT
+        self.io.links_awaited += 1
         self.control_changed()
 
     def _pass_to_next(self) -> None:
+        if self.head is Head.AWAITING_NEXT:
+            self.io.links_awaited -= 1
         successor = int(self.io.control[self._next]) - self.counts.linked
         self.counts.linked += successor
         self.io.control_write(

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
-from .control import AtomicOp, Word, pack_fence
+from .control import Word
 from .lock_protocol import Hold, QueueLock
 from .rules import EpochKind
 from .states import EpochPhase, TargetPhase
@@ -129,7 +129,7 @@ class ThinPath:
             engine._fences_opened += 1
             engine.thin_fence = ThinFence(engine._fences_opened, assertion)
             engine._last_kind = EpochKind.FENCE
-            self._notify_fence()
+            engine._send_fence_notice()
             return DONE  # only opening: done at activation, which is now
         if not held.ordinal or held.closing or assertion & MODE_NOPRECEDE:
             return NOT_THIN  # the general path orders it behind the closing epoch, or refuses it
@@ -141,7 +141,7 @@ class ThinPath:
         if opening:
             engine._fences_opened += 1
         engine._fence_done_sent = max(engine._fence_done_sent, closed)
-        self._notify_fence()  # our "done" (and the next epoch's opening) to every peer
+        engine._send_fence_notice()  # our "done" (and the next epoch's opening) to every peer
         if opening:
             held = engine.thin_fence = ThinFence(engine._fences_opened, assertion)
         else:
@@ -154,16 +154,6 @@ class ThinPath:
         token = engine._new_token()
         held.closing, held.closing_token = closed, token  # finished by the last peer's "done"
         return token
-
-    def _notify_fence(self) -> None:
-        """The fence notice (fences opened, fences finished) into every peer's word, written
-        here rather than as actions: after this call's inline flushes, so data precedes flag."""
-        engine = self.engine
-        value = pack_fence(engine._fences_opened, engine._fence_done_sent)
-        index, write = engine.layout.index(Word.FENCE, engine.rank), self.io.write
-        for rank in range(engine.size):
-            if rank != engine.rank:
-                write(rank, index, AtomicOp.MAX, value)
 
     def _idle(self) -> bool:
         """Nothing live on the window: a new epoch may be served thinly."""
@@ -225,9 +215,8 @@ class ThinPath:
         if not self._flushed(held.last_seq):
             return NOT_THIN
         engine.thin_access = None
-        write, me = self.io.write, engine.rank
         for target, ordinal in held.ordinals.items():  # after the inline flushes: data, then flag
-            write(target, engine.layout.index(Word.DONE, me), AtomicOp.MAX, ordinal)
+            engine._raise(target, Word.DONE, ordinal)
         return DONE
 
     def post(self, group: object, assertion: int) -> int:
@@ -237,12 +226,11 @@ class ThinPath:
         if members is None or assertion or not self._idle():
             return NOT_THIN
         expected = {}
-        write, index = self.io.write, engine.layout.index(Word.GRANT, engine.rank)
         for origin in members:
             peer = engine.peers[origin]
             peer.gats_accesses_granted += 1
             expected[origin] = peer.gats_accesses_granted
-            write(origin, index, AtomicOp.MAX, peer.gats_accesses_granted)
+            engine._raise(origin, Word.GRANT, peer.gats_accesses_granted)
         engine.thin_exposure = ThinExposure(members, assertion, expected)
         engine._last_kind = EpochKind.POST
         return DONE

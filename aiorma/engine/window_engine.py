@@ -56,7 +56,7 @@ from ..win_info import Info
 from .actions import Action, ActionLog, EngineIO, EpochEvent
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
-from .lock_protocol import Head, LockCounts, QueueLock
+from .lock_protocol import LockCounts, QueueLock
 from .rules import (
     EXTRA_CONDITION,
     MAY_OVERLAP,
@@ -168,6 +168,10 @@ class WindowEngine:
         self._seen = np.zeros_like(self.control)
         self._lock_counts = [LockCounts() for _ in range(size)]
         self._locks: dict[int, QueueLock] = {}  # active lock requests, by target
+        #: Lock releases waiting for a successor that swapped into the queue but has not yet
+        #: linked itself behind us (microseconds on one node): the driver finishes such a release
+        #: inside the closing call, so that a releaser that then computes holds nobody up.
+        self.links_awaited = 0
         self._fetches: dict[int, Callable[[int], None]] = {}
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
         self.history: list[EpochEvent] | None = [] if history else None
@@ -804,16 +808,6 @@ class WindowEngine:
         if condition is ExtraCondition.WINDOW_NOT_LOCKED:
             return not self.window_locked
         return True
-
-    @property
-    def awaiting_link(self) -> bool:
-        """A lock release waits for a successor that swapped into the queue but has not yet
-        linked itself behind us (microseconds on one node): the driver finishes such a release
-        inside the closing call, so that a releaser that then computes holds nobody up."""
-        for lock in self._locks.values():  # noqa: SIM110 (asked after every call: no generator)
-            if lock.head is Head.AWAITING_NEXT:
-                return True
-        return False
 
     @property
     def window_locked(self) -> bool:
