@@ -10,24 +10,21 @@ was closed refuses every call with CommClosedError.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ._buffer_spec import unwrap
 from ._core.driver import ProgressDriver
-from ._core.watch import COMPARISONS, MemoryWatcher
+from ._core.notified import NotifiedAccess
 from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, SIGNAL_SET, LockType, Op, SignalOp
 from .engine.thin_state import DONE, NOT_THIN
 from .engine.window_engine import WindowEngine
-from .errors import CommClosedError, EpochError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
+from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype, check_compare_dtype
-from .request import EpochRequest, Request, finish_as
+from .request import EpochRequest, Request
 from .transport.base import Endpoint, RmaKind, RmaOp
-
-_INT64 = np.dtype(np.int64)
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Window:
@@ -67,8 +64,16 @@ class Window:
         self.dtype: np.dtype = memory.dtype  #: the element type of every rank's memory
         self.freed = False
         self._accumulate_ops: set[Op] = set()  # ops accumulate() has accepted for this dtype
-        self._watcher: MemoryWatcher | None = None  # made by the first wait_until
-        self._signals_pending: dict[int, Request] = {}  # target -> its last signal not yet written
+        self._notified = NotifiedAccess(
+            self,
+            driver=driver,
+            endpoint=endpoint,
+            thin=self._thin,
+            check_open=self._check_open,
+            plain=self._plain,
+            check_span=self._check_span,
+            value=self._value,
+        )
 
     # --------------------------------------------------------------------- properties
 
@@ -336,6 +341,7 @@ class Window:
         return self._rma(op_, "compare_and_swap", result)
 
     # ----------------------------------------------------------------- notified access
+    # The machinery is aiorma/_core/notified.py's NotifiedAccess, one per window.
 
     def signal(self, target: int, index: int, value: int, op: SignalOp = SIGNAL_SET) -> Request:
         """Write signal word ``index`` of ``target``'s window (an int64 window): store ``value``
@@ -349,55 +355,7 @@ class Window:
         node; a word set by several ranks holds the last value written, so give each signalling
         rank its own word, or use ``SIGNAL_ADD`` (an accumulate: on another node it waits for
         ``target``'s progress)."""
-        self._check_open()
-        if op is SIGNAL_SET and not self._signals_pending and self._signal_inline(target, index, value):
-            return Request.finished(None, None, "signal")
-        target, index, word = self._check_signal(target, index, value, op)
-
-        def flushed_then_written() -> Request:
-            return self._after(self.flush(target), lambda: self._write_signal(word), "signal")
-
-        # Signals to one target are written one after the other: a signal waiting for its flush
-        # must not be overtaken by a later one (two puts in flight to one word may land in
-        # either order).
-        earlier = self._signals_pending.get(target)
-        if earlier is None:
-            signalled = flushed_then_written()
-        else:
-            signalled = self._after(earlier, flushed_then_written, "signal")
-        if not signalled.done():
-            self._signals_pending[target] = signalled
-            signalled.add_done_callback(lambda done: self._signal_written(target, done))
-        return signalled
-
-    def _signal_written(self, target: int, done: Request) -> None:
-        if self._signals_pending.get(target) is done:
-            del self._signals_pending[target]
-
-    def _signal_inline(self, target: Any, index: Any, value: Any) -> bool:
-        """The thin path of a SIGNAL_SET: when the call's arguments are plain and everything
-        issued to ``target`` is complete there already, the transport's put-and-flush inside the
-        call (True).  False changed nothing."""
-        thin = self._thin
-        return (
-            thin is not None
-            and self._signal_plain(target, index, value)
-            and thin.flush(target) == DONE  # in a passive epoch, earlier ops complete: data first
-            and self._endpoint.put_flushed(self._engine.win_id, target, index, np.array([value], np.int64))
-        )
-
-    def _signal_plain(self, target: Any, index: Any, value: Any) -> bool:
-        """The common signal, checked by exact types: plain ints in range, an int64 window."""
-        counts = self.counts
-        return (
-            self.dtype is _INT64
-            and type(target) is int
-            and type(index) is int
-            and type(value) is int
-            and 0 <= target < len(counts)
-            and 0 <= index < counts[target]
-            and _INT64_MIN <= value <= _INT64_MAX
-        )
+        return self._notified.signal(target, index, value, op)
 
     def put_signal(
         self,
@@ -415,36 +373,9 @@ class Window:
         epoch covering ``target``, open until the Request completes; the Request completes when
         the signal is written at ``target`` — so when ``target``'s :meth:`wait_until` on that
         word returns, the data is in its memory."""
-        self._check_open()
-        thin = self._thin
-        if (
-            op is SIGNAL_SET
-            and thin is not None
-            and type(signal_window) is Window
-            and not signal_window._signals_pending
-            and self._plain(origin, target, disp)
-            and signal_window._signal_plain(target, index, value)
-            and signal_window._thin is not None
-            and signal_window._thin.flush(target) == DONE  # its epoch covers target: no refusal later
-            and thin.flush(target) == DONE
-            and self._endpoint.put_flushed(self._engine.win_id, target, disp, origin)
-        ):
-            # The signal window was checked above and nothing happened on it since.
-            word = np.array([value], np.int64)
-            if signal_window._endpoint.put_flushed(signal_window._engine.win_id, target, index, word):
-                return Request.finished(None, None, "put_signal")
-            return signal_window.signal(target, index, value)
-        if not isinstance(signal_window, Window):
-            raise RmaUsageError(f"signal_window must be a Window, not {type(signal_window).__name__}")
-        signal_window._check_signal(target, index, value, op)
-        target, _ = self._check_span(target, 0, 0)
-        if not self._engine.passive_access(target):
-            raise EpochError(f"put_signal towards rank {target} outside a lock or lock_all epoch")
-        self.put(origin, target, disp)
-        if signal_window is self:
-            return self.signal(target, index, value, op)
-        flushed = self.flush(target)
-        return self._after(flushed, lambda: signal_window.signal(target, index, value, op), "put_signal")
+        # Not a Window: put_signal refuses it, after this window's own checks.
+        signal = signal_window._notified if isinstance(signal_window, Window) else None
+        return self._notified.put_signal(origin, target, disp, signal_window, signal, index, value, op)
 
     def wait_until(self, index: int, compare: str, value: Any) -> Request:
         """Completes once this rank's own window element ``index`` satisfies ``compare`` with
@@ -454,63 +385,7 @@ class Window:
         words with :meth:`signal`, :meth:`put_signal` or any RMA call.  Cancelling an await of it
         abandons only that wait.  A wait still pending when the window is freed fails with
         :class:`~aiorma.WindowFreedError`."""
-        self._check_open()
-        if compare not in COMPARISONS:
-            raise RmaUsageError(f"compare must be one of {', '.join(COMPARISONS)}, not {compare!r}")
-        _, index = self._check_span(self.rank, index, 1)
-        expected = self._single(self._origin(value), "value")[0]
-        if self._watcher is None:
-            self._watcher = MemoryWatcher(self._memory, self._driver.waiter)
-        future = self._watcher.wait(index, expected, compare)
-        if future.done():
-            return Request.finished(None, None, "wait_until")
-        return Request(future, self._driver.progress, "wait_until", self._driver.inline_wait)
-
-    def _check_signal(self, target: Any, index: Any, value: Any, op: Any) -> tuple[int, int, RmaOp]:
-        """Refuse a bad signal at the call; the op that writes it."""
-        self._check_open()
-        if self.dtype != _INT64:
-            raise RmaTypeError(f"signal words are int64: the signal window has dtype {self.dtype}")
-        if not isinstance(op, SignalOp):
-            raise RmaUsageError(f"op must be SIGNAL_SET or SIGNAL_ADD, not {op!r}")
-        word = self._single(self._origin(value), "value")
-        target, index = self._check_span(target, index, 1)
-        if not self._engine.passive_access(target):
-            raise EpochError(f"signal towards rank {target} outside a lock or lock_all epoch")
-        if op is SIGNAL_SET:
-            return target, index, RmaOp(RmaKind.PUT, target, index, word)
-        return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
-
-    def _write_signal(self, word: RmaOp) -> Request:
-        """The signal write and the flush that completes it at the target."""
-        if word.kind is RmaKind.PUT:
-            self.put(word.origin, word.target, word.disp)
-        else:
-            self.accumulate(word.origin, word.target, word.disp, Op.SUM)
-        return self.flush(word.target)
-
-    def _after(self, first: Request, then: Callable[[], Request], what: str) -> Request:
-        """A Request for ``then()``'s Request, ``then`` called once ``first`` succeeded."""
-        if first.done():
-            error = first.exception()
-            return Request.finished(None, error, what) if error is not None else then()
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def settle(finished: Request) -> None:
-            finish_as(future, finished)
-
-        def step(done: Request) -> None:
-            try:
-                if done.exception() is not None:
-                    settle(done)
-                else:
-                    then().add_done_callback(settle)
-            except BaseException as exc:  # the epoch closed meanwhile, the window failed, ...
-                if not future.done():
-                    future.set_exception(exc)
-
-        first.add_done_callback(step)
-        return Request(future, self._driver.progress, what, self._driver.inline_wait)
+        return self._notified.wait_until(index, compare, value)
 
     # --------------------------------------------------------------------------- free
 
@@ -526,10 +401,7 @@ class Window:
 
     async def _finish_free(self, engine_done: asyncio.Future[Any]) -> None:
         await engine_done
-        if self._watcher is not None:  # before the memory goes: a pending wait can never be met
-            self._watcher.fail(WindowFreedError("the window was freed while wait_until waited on it"))
-            self._watcher.close()
-            self._watcher = None
+        self._notified.close()  # before the memory goes: a pending wait can never be met
         copy = await self._endpoint.free_window(self.win_id)
         if copy is not None:
             self._memory = copy
@@ -629,6 +501,10 @@ class Window:
         if not result.flags.c_contiguous or not result.flags.writeable:
             raise RmaTypeError("result must be a writeable, C-contiguous array")
         return result, result.reshape(-1)
+
+    def _value(self, value: Any) -> np.ndarray:
+        """``value`` as one element of the window's dtype; refused if it is not one or does not fit."""
+        return self._single(self._origin(value), "value")
 
     @staticmethod
     def _single(array: np.ndarray, name: str) -> np.ndarray:

@@ -1,4 +1,5 @@
 """The machinery under the public API that users never import: each rank's progress driver
-(``driver``), its one waiting policy (``waiter``), waits on own memory (``watch``), the World that
-makes windows (``world``) and the asyncio loop hosted under trio (``host``).  The public names
-(``aiorma.progress``, ``Comm``, ``Window``, ``Request``) are re-exported at the top level."""
+(``driver``), its one waiting policy (``waiter``), waits on own memory (``watch``), each window's
+notified-access calls (``notified``), the World that makes windows (``world``) and the asyncio
+loop hosted under trio (``host``).  The public names (``aiorma.progress``, ``Comm``, ``Window``,
+``Request``) are re-exported at the top level."""

@@ -1,0 +1,261 @@
+"""NotifiedAccess: the machinery behind :meth:`aiorma.Window.signal`, ``put_signal`` and
+``wait_until`` (docs/notified.md), one per window.
+
+A signal is a word of the target's int64 window written after everything this rank issued to the
+target on that window: inside the call when the thin path finds all of it complete there already
+(the transport's put-and-flush), otherwise as a general put or accumulate issued once a flush
+towards the target completed, followed by a flush.  A wait is a :class:`MemoryWatcher` future on
+the rank's own memory.  The Window keeps the public methods (and their contracts) and hands this
+class what it needs of its own: its public surface, and the few checks it keeps private.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ..constants import SIGNAL_SET, Op, SignalOp
+from ..engine.thin_state import DONE
+from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
+from ..request import Request, finish_as
+from ..transport.base import Endpoint, RmaKind, RmaOp
+from .watch import COMPARISONS, MemoryWatcher
+
+if TYPE_CHECKING:
+    from ..engine.thin import ThinPath
+    from ..engine.window_engine import WindowEngine
+    from .driver import ProgressDriver
+
+_INT64 = np.dtype(np.int64)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class NotifiedWindow(Protocol):
+    """What NotifiedAccess uses of :class:`aiorma.Window`'s public surface (window.py imports this
+    module, so this one names the window structurally)."""
+
+    counts: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def memory(self) -> np.ndarray: ...
+
+    @property
+    def engine(self) -> WindowEngine: ...
+
+    def put(self, origin: Any, target: int, disp: int = 0) -> Request: ...
+
+    def accumulate(self, origin: Any, target: int, disp: int = 0, op: Op = Op.SUM) -> Request: ...
+
+    def flush(self, rank: int) -> Request: ...
+
+
+class NotifiedAccess:
+    """The notified-access calls of one window.  :class:`aiorma.Window`'s ``signal``,
+    ``put_signal`` and ``wait_until`` delegate here; their docstrings state the contracts.
+
+    Besides the window, the constructor takes what the window keeps private: its progress
+    ``driver``, transport ``endpoint`` and thin path (``thin``, None when every call takes the
+    general path), and its checks — ``check_open`` refuses every call of a failed, freed or
+    closed window; ``plain`` is the exact-type test of the common RMA call (1-D array of the
+    window's dtype, plain int rank and displacement, in bounds); ``check_span`` refuses a rank or
+    element range out of bounds and returns the rank and displacement as Python ints; ``value``
+    returns a value as one element of the window's dtype, or refuses it.
+    """
+
+    def __init__(
+        self,
+        window: NotifiedWindow,
+        *,
+        driver: ProgressDriver,
+        endpoint: Endpoint,
+        thin: ThinPath | None,
+        check_open: Callable[[], None],
+        plain: Callable[[Any, Any, Any], bool],
+        check_span: Callable[[int, int, int], tuple[int, int]],
+        value: Callable[[Any], np.ndarray],
+    ) -> None:
+        self._window = window
+        # Fixed for the window's life: kept here so that the inline paths read one attribute.
+        self._engine = window.engine
+        self._win_id = window.engine.win_id
+        self._dtype = window.dtype
+        self._counts = window.counts
+        self._driver = driver
+        self._endpoint = endpoint
+        self._thin = thin
+        self._check_open = check_open
+        self._plain = plain
+        self._check_span = check_span
+        self._value = value
+        self._watcher: MemoryWatcher | None = None  # made by the first wait_until
+        self._signals_pending: dict[int, Request] = {}  # target -> its last signal not yet written
+
+    def signal(self, target: int, index: int, value: int, op: SignalOp) -> Request:
+        """:meth:`aiorma.Window.signal`."""
+        self._check_open()
+        if op is SIGNAL_SET and not self._signals_pending and self._signal_inline(target, index, value):
+            return Request.finished(None, None, "signal")
+        target, index, word = self._check_signal(target, index, value, op)
+
+        def flushed_then_written() -> Request:
+            return self._after(self._window.flush(target), lambda: self._write_signal(word), "signal")
+
+        # Signals to one target are written one after the other: a signal waiting for its flush
+        # must not be overtaken by a later one (two puts in flight to one word may land in
+        # either order).
+        earlier = self._signals_pending.get(target)
+        if earlier is None:
+            signalled = flushed_then_written()
+        else:
+            signalled = self._after(earlier, flushed_then_written, "signal")
+        if not signalled.done():
+            self._signals_pending[target] = signalled
+            signalled.add_done_callback(lambda done: self._signal_written(target, done))
+        return signalled
+
+    def _signal_written(self, target: int, done: Request) -> None:
+        if self._signals_pending.get(target) is done:
+            del self._signals_pending[target]
+
+    def _signal_inline(self, target: Any, index: Any, value: Any) -> bool:
+        """The thin path of a SIGNAL_SET: when the call's arguments are plain and everything
+        issued to ``target`` is complete there already, the transport's put-and-flush inside the
+        call (True).  False changed nothing."""
+        thin = self._thin
+        return (
+            thin is not None
+            and self._signal_plain(target, index, value)
+            and thin.flush(target) == DONE  # in a passive epoch, earlier ops complete: data first
+            and self._endpoint.put_flushed(self._win_id, target, index, np.array([value], np.int64))
+        )
+
+    def _signal_plain(self, target: Any, index: Any, value: Any) -> bool:
+        """The common signal, checked by exact types: plain ints in range, an int64 window."""
+        counts = self._counts
+        return (
+            self._dtype is _INT64
+            and type(target) is int
+            and type(index) is int
+            and type(value) is int
+            and 0 <= target < len(counts)
+            and 0 <= index < counts[target]
+            and _INT64_MIN <= value <= _INT64_MAX
+        )
+
+    def put_signal(
+        self,
+        origin: Any,
+        target: int,
+        disp: int,
+        signal_window: object,
+        signal: NotifiedAccess | None,
+        index: int,
+        value: int,
+        op: SignalOp,
+    ) -> Request:
+        """:meth:`aiorma.Window.put_signal`.  ``signal`` is ``signal_window``'s NotifiedAccess,
+        None when ``signal_window`` is not a Window: refused here, after this window's own check,
+        as every bad argument is."""
+        self._check_open()
+        thin = self._thin
+        if (
+            op is SIGNAL_SET
+            and thin is not None
+            and signal is not None
+            and not signal._signals_pending
+            and self._plain(origin, target, disp)
+            and signal._signal_plain(target, index, value)
+            and signal._thin is not None
+            and signal._thin.flush(target) == DONE  # its epoch covers target: no refusal later
+            and thin.flush(target) == DONE
+            and self._endpoint.put_flushed(self._win_id, target, disp, origin)
+        ):
+            # The signal window was checked above and nothing happened on it since.
+            word = np.array([value], np.int64)
+            if signal._endpoint.put_flushed(signal._win_id, target, index, word):
+                return Request.finished(None, None, "put_signal")
+            return signal.signal(target, index, value, SIGNAL_SET)
+        if signal is None:
+            raise RmaUsageError(f"signal_window must be a Window, not {type(signal_window).__name__}")
+        signal._check_signal(target, index, value, op)
+        target, _ = self._check_span(target, 0, 0)
+        if not self._engine.passive_access(target):
+            raise EpochError(f"put_signal towards rank {target} outside a lock or lock_all epoch")
+        self._window.put(origin, target, disp)
+        if signal is self:
+            return self.signal(target, index, value, op)
+        flushed = self._window.flush(target)
+        return self._after(flushed, lambda: signal.signal(target, index, value, op), "put_signal")
+
+    def wait_until(self, index: int, compare: str, value: Any) -> Request:
+        """:meth:`aiorma.Window.wait_until`."""
+        self._check_open()
+        if compare not in COMPARISONS:
+            raise RmaUsageError(f"compare must be one of {', '.join(COMPARISONS)}, not {compare!r}")
+        _, index = self._check_span(self._engine.rank, index, 1)
+        expected = self._value(value)[0]
+        if self._watcher is None:
+            self._watcher = MemoryWatcher(self._window.memory, self._driver.waiter)
+        future = self._watcher.wait(index, expected, compare)
+        if future.done():
+            return Request.finished(None, None, "wait_until")
+        return Request(future, self._driver.progress, "wait_until", self._driver.inline_wait)
+
+    def close(self) -> None:
+        """The window is being freed: every pending :meth:`wait_until` fails with
+        :class:`~aiorma.WindowFreedError`.  Called before the memory goes: a pending wait can
+        never be met."""
+        if self._watcher is not None:
+            self._watcher.fail(WindowFreedError("the window was freed while wait_until waited on it"))
+            self._watcher.close()
+            self._watcher = None
+
+    def _check_signal(self, target: Any, index: Any, value: Any, op: Any) -> tuple[int, int, RmaOp]:
+        """Refuse a bad signal at the call; the op that writes it."""
+        self._check_open()
+        if self._dtype != _INT64:
+            raise RmaTypeError(f"signal words are int64: the signal window has dtype {self._dtype}")
+        if not isinstance(op, SignalOp):
+            raise RmaUsageError(f"op must be SIGNAL_SET or SIGNAL_ADD, not {op!r}")
+        word = self._value(value)
+        target, index = self._check_span(target, index, 1)
+        if not self._engine.passive_access(target):
+            raise EpochError(f"signal towards rank {target} outside a lock or lock_all epoch")
+        if op is SIGNAL_SET:
+            return target, index, RmaOp(RmaKind.PUT, target, index, word)
+        return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
+
+    def _write_signal(self, word: RmaOp) -> Request:
+        """The signal write and the flush that completes it at the target."""
+        if word.kind is RmaKind.PUT:
+            self._window.put(word.origin, word.target, word.disp)
+        else:
+            self._window.accumulate(word.origin, word.target, word.disp, Op.SUM)
+        return self._window.flush(word.target)
+
+    def _after(self, first: Request, then: Callable[[], Request], what: str) -> Request:
+        """A Request for ``then()``'s Request, ``then`` called once ``first`` succeeded."""
+        if first.done():
+            error = first.exception()
+            return Request.finished(None, error, what) if error is not None else then()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settle(finished: Request) -> None:
+            finish_as(future, finished)
+
+        def step(done: Request) -> None:
+            try:
+                if done.exception() is not None:
+                    settle(done)
+                else:
+                    then().add_done_callback(settle)
+            except BaseException as exc:  # the epoch closed meanwhile, the window failed, ...
+                if not future.done():
+                    future.set_exception(exc)
+
+        first.add_done_callback(step)
+        return Request(future, self._driver.progress, what, self._driver.inline_wait)
