@@ -395,7 +395,8 @@ class WindowEngine:
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
         nothing is closed, once the new epoch is activated."""
         self._check_usable()
-        _check_assertion(assertion)
+        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
+            _check_assertion(assertion)
         closing = self._open.get(_FENCE_SLOT)
         others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
         if others:
@@ -426,7 +427,8 @@ class WindowEngine:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
         self._check_usable()
-        _check_assertion(assertion)
+        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
+            _check_assertion(assertion)
         members = self._check_group(group)
         self._check_may_open(EpochKind.POST)
         token = self._new_token()
@@ -439,7 +441,8 @@ class WindowEngine:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
         self._check_usable()
-        _check_assertion(assertion)
+        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
+            _check_assertion(assertion)
         members = self._check_group(group)
         self._check_may_open(EpochKind.START)
         token = self._new_token()
@@ -491,10 +494,12 @@ class WindowEngine:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
         self._check_usable()
-        _check_assertion(assertion)
+        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
+            _check_assertion(assertion)
         rank = self._check_rank(rank)
         try:
-            lock_type = LockType(lock_type)
+            if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
+                lock_type = LockType(lock_type)
         except ValueError:
             raise RmaUsageError(
                 f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
@@ -525,7 +530,8 @@ class WindowEngine:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
         self._check_usable()
-        _check_assertion(assertion)
+        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
+            _check_assertion(assertion)
         self._check_may_open(EpochKind.LOCK_ALL)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
@@ -908,8 +914,10 @@ class WindowEngine:
     def _check_open_token(self, epoch: Epoch) -> None:
         if epoch.kind is EpochKind.POST or epoch.kind is EpochKind.FENCE:
             return
-        if all(a.phase in GRANTED_PHASES for a in epoch.access.values()):
-            self._complete_token(epoch.open_token)  # no-op once finished
+        for access in epoch.access.values():  # (a loop, not all(): asked at every grant)
+            if access.phase not in GRANTED_PHASES:
+                return
+        self._complete_token(epoch.open_token)  # no-op once finished
 
     # ------------------------------------------------------------ epoch life: completion
 
