@@ -1,7 +1,7 @@
 """The activation rules of Zounmevo (2014) §5.6 as tables, in one place.
 
 Rules 7–19 order *successive* epochs of one window on one process (one closed at application level
-before the next is opened).  Read with :func:`aiorma.engine.window_engine.WindowEngine._can_activate`:
+before the next is opened).  Read with :func:`aiorma.engine.activation.may_activate`:
 
 * Rule 8 (serial activation): an epoch is considered only once every earlier epoch is activated.
 * Default: an epoch activates when every earlier epoch has completed, except those it overlapped at

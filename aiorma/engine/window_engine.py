@@ -36,7 +36,6 @@ error and changes nothing.
 from __future__ import annotations
 
 import functools
-import operator
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -45,26 +44,23 @@ import attrs
 import numpy as np
 
 from ..constants import (
-    _ALL_MODES,
     MODE_NOCHECK,
     MODE_NOPRECEDE,
     MODE_NOSUCCEED,
     LockType,
 )
-from ..errors import EngineFailure, EpochError, RmaFailure, RmaRangeError, RmaUsageError, WindowFreedError
+from ..errors import EngineFailure, EpochError, RmaFailure, RmaUsageError, WindowFreedError
 from ..win_info import Info
 from .actions import Action, ActionLog, EngineIO, EpochEvent
+from .activation import may_activate
+from .checks import check_assertion, check_group, check_rank
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .lock_protocol import LockCounts, QueueLock
 from .rules import (
-    EXTRA_CONDITION,
     MAY_OVERLAP,
-    NEVER_REORDERED,
     PASSIVE_KINDS,
     EpochKind,
-    ExtraCondition,
-    reorder_flag,
 )
 from .states import (
     CLOSED_OUT_PHASES,
@@ -396,7 +392,7 @@ class WindowEngine:
         nothing is closed, once the new epoch is activated."""
         self._check_usable()
         if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            _check_assertion(assertion)
+            check_assertion(assertion)
         closing = self._open.get(_FENCE_SLOT)
         others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
         if others:
@@ -428,8 +424,8 @@ class WindowEngine:
         (access granted to every origin in ``group``)."""
         self._check_usable()
         if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            _check_assertion(assertion)
-        members = self._check_group(group)
+            check_assertion(assertion)
+        members = check_group(group, self.size)
         self._check_may_open(EpochKind.POST)
         token = self._new_token()
         self._open_epoch(EpochKind.POST, members, assertion, token)
@@ -442,8 +438,8 @@ class WindowEngine:
         ``group`` has granted this access."""
         self._check_usable()
         if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            _check_assertion(assertion)
-        members = self._check_group(group)
+            check_assertion(assertion)
+        members = check_group(group, self.size)
         self._check_may_open(EpochKind.START)
         token = self._new_token()
         self._open_epoch(EpochKind.START, members, assertion, token)
@@ -495,8 +491,8 @@ class WindowEngine:
         is granted (at once with MODE_NOCHECK)."""
         self._check_usable()
         if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            _check_assertion(assertion)
-        rank = self._check_rank(rank)
+            check_assertion(assertion)
+        rank = check_rank(rank, self.size)
         try:
             if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
                 lock_type = LockType(lock_type)
@@ -517,7 +513,7 @@ class WindowEngine:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
         self._check_usable()
-        rank = self._check_rank(rank)
+        rank = check_rank(rank, self.size)
         epoch = self._open.get((EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
@@ -531,7 +527,7 @@ class WindowEngine:
         has granted its lock."""
         self._check_usable()
         if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            _check_assertion(assertion)
+            check_assertion(assertion)
         self._check_may_open(EpochKind.LOCK_ALL)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
@@ -565,7 +561,7 @@ class WindowEngine:
         remote completion implies local completion, and MPI's flush is no slower than its
         flush_local for the allocated windows aiorma uses."""
         self._check_usable()
-        rank = self._check_rank(rank)
+        rank = check_rank(rank, self.size)
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
@@ -597,7 +593,7 @@ class WindowEngine:
         # Guarded as @_application_call would, inline: this is the hot path.
         try:
             self._check_usable()
-            target = self._check_rank(target)
+            target = check_rank(target, self.size)
             epoch = self._access_epoch_for(target)
             if epoch is None:
                 raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
@@ -786,38 +782,19 @@ class WindowEngine:
             while self._activate_again:
                 self._activate_again = False
                 deferred = self._deferred
-                while deferred and self._can_activate(deferred[0]):
+                while deferred and may_activate(deferred[0], self._active, self.info, self._window_locked):
                     epoch = deferred.popleft()
                     self._active.append(epoch)
                     self._activate(epoch)
         finally:
             self._activating = False
 
-    def _can_activate(self, epoch: Epoch) -> bool:
-        earlier = self._active  # every earlier live epoch is active, by rule 8
-        if not earlier:
-            return True
-        if epoch.kind in NEVER_REORDERED or any(e.kind in NEVER_REORDERED for e in earlier):
-            return False  # rules 18-19: wait for completion
-        if all(e.id in epoch.overlaps for e in earlier):
-            return True  # opened together at application level: run together, as MPI would
-        flag = reorder_flag(epoch.predecessor, epoch.kind) if epoch.predecessor else None
-        if flag is None or not flag.enabled(self.info):
-            return False
-        return self._extra_condition_holds(epoch, earlier)
-
-    def _extra_condition_holds(self, epoch: Epoch, earlier: list[Epoch]) -> bool:
-        condition = EXTRA_CONDITION.get(epoch.kind)
-        if condition is ExtraCondition.LOCKED_RANK_NOT_A_TARGET:
-            rank = epoch.group[0]
-            return not any(e.is_access and rank in e.access for e in earlier)
-        if condition is ExtraCondition.WINDOW_NOT_LOCKED:
-            return not self.window_locked
-        return True
-
     @property
     def window_locked(self) -> bool:
         """Some process holds, or is queued for, a lock on this rank's window (its lock words)."""
+        return self._window_locked()
+
+    def _window_locked(self) -> bool:
         control = self.control
         return bool(control[self.layout.lock_tail] or control[self.layout.lock_state] & READER_MASK)
 
@@ -1049,35 +1026,6 @@ class WindowEngine:
             if (epoch.kind, kind) not in MAY_OVERLAP:
                 raise EpochError(f"cannot open a {kind.value} epoch while a {epoch.kind.value} epoch is open")
 
-    def _check_group(self, group: Iterable[int]) -> tuple[int, ...]:
-        try:
-            given = tuple(group)
-        except TypeError:
-            raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
-        for rank in given:  # operator.index would take a bool for 0 or 1
-            if isinstance(rank, bool | np.bool_):
-                raise RmaRangeError(f"rank {rank!r} is a bool, not a rank")
-        try:
-            members = tuple(operator.index(rank) for rank in given)
-        except TypeError:
-            raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
-        members = tuple(self._check_rank(rank) for rank in members)
-        if len(set(members)) != len(members):
-            raise RmaUsageError(f"group {members} names a rank twice")
-        return members
-
-    def _check_rank(self, rank: int) -> int:
-        """The rank as a plain int (numpy integers are welcome); raises RmaRangeError."""
-        if type(rank) is int and 0 <= rank < self.size:
-            return rank
-        try:
-            value = operator.index(rank)
-        except TypeError:
-            value = -1
-        if isinstance(rank, bool) or not 0 <= value < self.size:
-            raise RmaRangeError(f"rank {rank!r} is outside the window's group of {self.size}")
-        return value
-
     def _check_usable(self) -> None:
         if self.failure is not None:
             raise self.failure
@@ -1178,8 +1126,3 @@ class WindowEngine:
         self._pending_tokens.clear()
         for token in tokens:
             self.io.complete(token, failure)
-
-
-def _check_assertion(assertion: int) -> None:
-    if not isinstance(assertion, int) or assertion & ~_ALL_MODES or assertion < 0:
-        raise RmaUsageError(f"assertion {assertion!r} is not a combination of MODE_* flags")

@@ -1,0 +1,53 @@
+"""The engine's argument checks: each returns the value as the engine keeps it, or raises the
+usage error a refused call raises — before anything changed (h11's habit: a refused call is a
+no-op)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..constants import _ALL_MODES
+from ..errors import RmaRangeError, RmaUsageError
+
+
+def check_rank(rank: int, size: int) -> int:
+    """``rank`` as a plain int in ``[0, size)`` (numpy integers are welcome, bools are not);
+    raises RmaRangeError."""
+    if type(rank) is int and 0 <= rank < size:
+        return rank
+    try:
+        value = operator.index(rank)
+    except TypeError:
+        value = -1
+    if isinstance(rank, bool) or not 0 <= value < size:
+        raise RmaRangeError(f"rank {rank!r} is outside the window's group of {size}")
+    return value
+
+
+def check_group(group: Iterable[int], size: int) -> tuple[int, ...]:
+    """``group`` as a tuple of distinct ranks in ``[0, size)``; raises RmaUsageError (not an
+    iterable of integers, a rank twice) or RmaRangeError (a rank out of range, a bool)."""
+    try:
+        given = tuple(group)
+    except TypeError:
+        raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
+    for rank in given:  # operator.index would take a bool for 0 or 1
+        if isinstance(rank, bool | np.bool_):
+            raise RmaRangeError(f"rank {rank!r} is a bool, not a rank")
+    try:
+        members = tuple(operator.index(rank) for rank in given)
+    except TypeError:
+        raise RmaUsageError(f"group must be an iterable of integer ranks, not {group!r}") from None
+    members = tuple(check_rank(rank, size) for rank in members)
+    if len(set(members)) != len(members):
+        raise RmaUsageError(f"group {members} names a rank twice")
+    return members
+
+
+def check_assertion(assertion: int) -> None:
+    """Raises RmaUsageError unless ``assertion`` is a combination of MODE_* flags."""
+    if not isinstance(assertion, int) or assertion & ~_ALL_MODES or assertion < 0:
+        raise RmaUsageError(f"assertion {assertion!r} is not a combination of MODE_* flags")
