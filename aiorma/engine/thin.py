@@ -35,7 +35,7 @@ from ..constants import _ALL_MODES, MODE_NOPRECEDE, MODE_NOSUCCEED, LockType
 from .control import Word
 from .lock_protocol import Hold, QueueLock
 from .rules import EpochKind
-from .states import EpochPhase, TargetPhase
+from .states import TargetPhase
 from .thin_state import DONE, NOT_THIN, ThinAccess, ThinExposure, ThinFence, ThinLock
 from .window_engine import WindowEngine
 
@@ -90,13 +90,8 @@ class ThinPath:
         held = engine.thin_lock
         if held is None or held.target != rank:
             return NOT_THIN
-        peer = engine.peers[rank]
-        if peer.remote_complete_seq < held.last_seq:
-            upto = peer.issued_seq
-            peer.flush_requested = max(peer.flush_requested, upto)
-            if not self.io.flush(rank, upto):  # completes later: the general path waits for it
-                return self._inflate_unlock(rank)
-            peer.remote_complete_seq = upto
+        if not engine.flush_now(rank, held.last_seq):  # completes later: the general path waits
+            return self._inflate_unlock(rank)
         lock = held.lock
         lock.release()
         engine._settle()
@@ -259,9 +254,7 @@ class ThinPath:
         if any(peers[target].fence_opened < held.ordinal for target in held.waiting):
             return False
         for target, token, payload in held.recorded:
-            peer = peers[target]
-            peer.issued_seq += 1
-            held.last_seq[target] = peer.issued_seq
+            held.last_seq[target] = engine.issue_seq(target)
             held.ops[target] = held.ops.get(target, 0) + 1
             engine.io.issue(token, target, payload)
         held.recorded, held.waiting = [], set()
@@ -270,16 +263,8 @@ class ThinPath:
     def _flushed(self, last_seqs: dict[int, int]) -> bool:
         """Remote completion of the RMA towards each target, inside the call; False if the
         transport reports it later (a flush was asked for: the general path waits for it)."""
-        peers = self.engine.peers
-        for target, last_seq in last_seqs.items():
-            peer = peers[target]
-            if peer.remote_complete_seq < last_seq:
-                upto = peer.issued_seq
-                peer.flush_requested = max(peer.flush_requested, upto)
-                if not self.io.flush(target, upto):
-                    return False
-                peer.remote_complete_seq = upto
-        return True
+        flush_now = self.engine.flush_now
+        return all(flush_now(target, last_seq) for target, last_seq in last_seqs.items())
 
     # ------------------------------------------------------------------ RMA and flush
 
@@ -303,15 +288,12 @@ class ThinPath:
                 engine.control_changed()  # the grant may be in our memory already, not yet read
                 if engine.thin_access is not gats or peer.gats_granted_access_id < ordinal:
                     return NOT_THIN  # not granted yet: the general path records it for replay
-            peer.issued_seq += 1
-            gats.last_seq[target] = peer.issued_seq
+            gats.last_seq[target] = engine.issue_seq(target)
             gats.ops[target] = gats.ops.get(target, 0) + 1
         elif held is not None:
             if held.target != target:
                 return NOT_THIN
-            peer = engine.peers[target]
-            peer.issued_seq += 1
-            held.last_seq = peer.issued_seq
+            held.last_seq = engine.issue_seq(target)
             held.op_count += 1
         elif fence is not None:
             if not fence.ordinal or fence.closing or not 0 <= target < engine.size:
@@ -323,8 +305,7 @@ class ThinPath:
                 fence.recorded.append((target, token, payload))  # after any earlier one: in order
                 fence.waiting.add(target)
                 return token
-            peer.issued_seq += 1
-            fence.last_seq[target] = peer.issued_seq
+            fence.last_seq[target] = engine.issue_seq(target)
             fence.ops[target] = fence.ops.get(target, 0) + 1
         else:
             return NOT_THIN  # an epoch held as an Epoch: WindowEngine.rma
@@ -352,19 +333,8 @@ class ThinPath:
             if access.phase is not TargetPhase.GRANTED:
                 return NOT_THIN
             last_seq = access.last_seq
-        peer = engine.peers[rank]
-        if peer.remote_complete_seq >= last_seq:
-            return DONE
-        upto = peer.issued_seq
-        if not self.io.flush(rank, upto):
-            peer.flush_requested = max(peer.flush_requested, upto)
+        if not engine.flush_now(rank, last_seq):
             return NOT_THIN  # in flight: the general flush waits for its report
-        for epoch in engine._active:
-            if epoch.phase is EpochPhase.CLOSING:  # it may be waiting for this very flush
-                engine.flushed(rank, upto)
-                break
-        else:
-            peer.remote_complete_seq = upto  # nothing else waits on it (no flush waiters either)
         return DONE
 
 

@@ -972,10 +972,32 @@ class WindowEngine:
 
     # ------------------------------------------------------------------ RMA and flushes
 
-    def _issue(self, epoch: Epoch, access: AccessTarget, token: int, payload: Any) -> None:
-        peer = self.peers[access.rank]
+    def issue_seq(self, target: int) -> int:
+        """The next issue sequence number towards ``target``: per target, monotonic; an access's
+        RMA is remotely complete once the target's flushed watermark reaches its last one."""
+        peer = self.peers[target]
         peer.issued_seq += 1
-        access.last_seq = peer.issued_seq
+        return peer.issued_seq
+
+    def flush_now(self, target: int, last_seq: int) -> bool:
+        """True when every op towards ``target`` up to ``last_seq`` is remotely complete — already,
+        or by a flush the I/O completes inside this call.  False: the flush is in flight, and
+        :meth:`flushed` reports it later (the general path waits for it)."""
+        peer = self.peers[target]
+        if peer.remote_complete_seq >= last_seq:
+            return True
+        upto = peer.issued_seq
+        peer.flush_requested = max(peer.flush_requested, upto)
+        if not self.io.flush(target, upto):
+            return False
+        if self._active or self._flush_waiters:
+            self.flushed(target, upto)  # a general epoch or flush may be waiting for this one
+        else:
+            peer.remote_complete_seq = upto
+        return True
+
+    def _issue(self, epoch: Epoch, access: AccessTarget, token: int, payload: Any) -> None:
+        access.last_seq = self.issue_seq(access.rank)
         self.io.issue(token, access.rank, payload)
         if self.history is not None or self.observer is not None:
             self._emit(EpochEvent("issue", epoch.id, epoch.kind, access.rank))
