@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
 from ._core.host import HostedContext
+from ._core.settings import Settings
 from .comm import Comm
 from .errors import AlreadyConnectedError, CommunicatorError, MpiStateError, RmaUsageError
 from .transport.base import Endpoint
@@ -97,8 +98,9 @@ async def _mpi_connection(mpi_comm: MPI.Intracomm) -> AsyncIterator[Comm]:
     _check_not_connected(mpi_comm)  # again: another task may have entered since the call
     _connected.append(mpi_comm)
     try:
-        endpoint = await _in_thread(MpiEndpoint, mpi_comm)
-        async with comm_session([endpoint], per_rank_trace=True) as (comm,):
+        settings = Settings.from_environment()  # the connection's switches, read once, here
+        endpoint = await _in_thread(MpiEndpoint, mpi_comm, settings)
+        async with comm_session([endpoint], per_rank_trace=True, settings=settings) as (comm,):
             yield comm
     finally:
         _connected.remove(mpi_comm)
@@ -124,16 +126,22 @@ def connect_local(
 
 
 @contextlib.asynccontextmanager
-async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -> AsyncIterator[list[Comm]]:
+async def comm_session(
+    endpoints: Sequence[Endpoint], *, per_rank_trace: bool, settings: Settings | None = None
+) -> AsyncIterator[list[Comm]]:
     """Comms on ``endpoints`` (this process's ranks), started, traced when tracing is configured,
-    and closed on the way out: collectively after a normal exit, locally after an exception."""
-    comms = [Comm(endpoint) for endpoint in endpoints]
+    and closed on the way out: collectively after a normal exit, locally after an exception.
+    ``settings``: the connection's switches, which the endpoints were made with; without them
+    (the in-process transport) the environment's are read on entering."""
+    if settings is None:
+        settings = Settings.from_environment()
+    comms = [Comm(endpoint, settings=settings) for endpoint in endpoints]
     try:
         await asyncio.gather(*(comm._start() for comm in comms))
     except BaseException as exc:
         await _abandon(comms, exc)
         raise
-    recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
+    recorders = _trace.attach_all(comms, settings)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
     try:
         try:
             yield comms
@@ -146,7 +154,7 @@ async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -
             await _abandon(comms, exc)
             raise
     finally:
-        _trace.flush(recorders, per_rank=per_rank_trace)
+        _trace.flush(recorders, per_rank=per_rank_trace, settings=settings)
 
 
 async def _abandon(comms: list[Comm], cause: BaseException) -> None:

@@ -21,11 +21,11 @@ from typing import Any
 
 from ..engine.control import AtomicOp
 from ..engine.thin import ThinPath
-from ..engine.thin_state import thin_path_enabled
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, mark_retrieved
 from ..transport.base import Endpoint
+from .settings import Settings
 from .waiter import Waiter
 
 _drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
@@ -70,9 +70,12 @@ class _EngineIO:
 
 
 class ProgressDriver:
-    """One per rank: the endpoint's sink, and the engines of that rank's windows."""
+    """One per rank: the endpoint's sink, and the engines of that rank's windows.  ``settings``
+    are the connection's switches (default: the environment's now)."""
 
-    def __init__(self, endpoint: Endpoint, ranks_on_node: int = 1) -> None:
+    def __init__(self, endpoint: Endpoint, ranks_on_node: int = 1, settings: Settings | None = None) -> None:
+        if settings is None:
+            settings = Settings.from_environment()
         self.endpoint = endpoint
         self.engines: dict[int, WindowEngine] = {}
         self.waiter = Waiter(endpoint, self._poll_turn, self.failed, ranks_on_node)
@@ -85,7 +88,7 @@ class ProgressDriver:
         self._pumping = False
         self._polled = endpoint.polled
         #: The thin path and inline waiting (off with AIORMA_THIN=0, for equivalence tests).
-        self.thin = thin_path_enabled()
+        self.thin = settings.thin
         self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
         #: What Requests poll inside their await with (None: suspend at once; AIORMA_THIN=0 or the
         #: in-process transport).

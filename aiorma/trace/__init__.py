@@ -26,12 +26,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core.settings import TRACE_ENV, Settings
 from ..engine.actions import EpochEvent
 
 if TYPE_CHECKING:
     from ..comm import Comm
 
-ENV_VAR = "AIORMA_TRACE"
+ENV_VAR = TRACE_ENV  # AIORMA_TRACE, read with the other switches (aiorma._core.settings)
 CATEGORY = "aiorma"  # instant events, one per engine step: the plot reads these
 SPAN_CATEGORY = {"open": "epoch.app", "activate": "epoch.internal"}
 SPAN_END = {"close": "open", "complete": "activate"}
@@ -59,13 +60,15 @@ def reset() -> None:
     _explicit, _disabled = None, False
 
 
-def configured_path() -> str | None:
-    """Where traces go, or None when tracing is off."""
+def configured_path(settings: Settings | None = None) -> str | None:
+    """Where traces go, or None when tracing is off: :func:`enable`'s path, nothing after
+    :func:`disable`, else the ``AIORMA_TRACE`` of ``settings`` (a connection's switches; default:
+    the environment's now)."""
     if _disabled:
         return None
     if _explicit is not None:
         return _explicit
-    return os.environ.get(ENV_VAR) or None
+    return (settings if settings is not None else Settings.from_environment()).trace
 
 
 class Recorder:
@@ -152,9 +155,10 @@ def attach(comm: Comm) -> Recorder:
     return recorder
 
 
-def attach_all(comms: Iterable[Comm]) -> list[Recorder]:
-    """Attach recorders when tracing is configured; otherwise install nothing and return []."""
-    if configured_path() is None:
+def attach_all(comms: Iterable[Comm], settings: Settings | None = None) -> list[Recorder]:
+    """Attach recorders when tracing is configured (:func:`configured_path` of ``settings``);
+    otherwise install nothing and return []."""
+    if configured_path(settings) is None:
         return []
     return [attach(comm) for comm in comms]
 
@@ -183,10 +187,11 @@ def write(path: str | os.PathLike[str], recorders: Sequence[Recorder]) -> Path:
     return target
 
 
-def flush(recorders: Sequence[Recorder], *, per_rank: bool) -> list[Path]:
-    """Write the recorders to the configured path: one file for all of them, or (``per_rank``,
-    under mpiexec) one file per rank.  Does nothing when ``recorders`` is empty."""
-    path = configured_path()
+def flush(recorders: Sequence[Recorder], *, per_rank: bool, settings: Settings | None = None) -> list[Path]:
+    """Write the recorders to the configured path (:func:`configured_path` of ``settings``): one
+    file for all of them, or (``per_rank``, under mpiexec) one file per rank.  Does nothing when
+    ``recorders`` is empty."""
+    path = configured_path(settings)
     if not recorders or path is None:
         return []
     if per_rank:
