@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
+from ._core.context import process
 from ._core.host import HostedContext
 from ._core.settings import Settings
 from .comm import Comm
@@ -36,9 +37,6 @@ from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
 if TYPE_CHECKING:  # mpi4py is imported only when MPI is used: importing it initialises MPI
     from mpi4py import MPI
-
-#: Communicators with an open :func:`connect` in this process (compared by handle).
-_connected: list[MPI.Intracomm] = []
 
 
 def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncContextManager[Comm]:
@@ -79,12 +77,15 @@ def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncCo
         raise CommunicatorError("connect: the communicator is MPI.COMM_NULL (a rank outside a Split?)")
     if mpi_comm.Is_inter():
         raise CommunicatorError("connect: an intercommunicator; Merge() it into an intracommunicator first")
-    _check_not_connected(mpi_comm)
+    with process.connected_lock:
+        _check_not_connected(mpi_comm)
     return HostedContext(_mpi_connection(mpi_comm))
 
 
 def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
-    if any(mpi_comm == open_comm for open_comm in _connected):
+    """Raise AlreadyConnectedError when ``mpi_comm`` has an open connect in this process (the
+    caller holds ``process.connected_lock``)."""
+    if any(mpi_comm == open_comm for open_comm in process.connected):
         raise AlreadyConnectedError(
             "connect: this communicator already has an open aiorma.connect in this process; "
             "use that Comm, or connect a Dup() of the communicator"
@@ -95,15 +96,17 @@ def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
 async def _mpi_connection(mpi_comm: MPI.Intracomm) -> AsyncIterator[Comm]:
     from .transport.mpi import MpiEndpoint
 
-    _check_not_connected(mpi_comm)  # again: another task may have entered since the call
-    _connected.append(mpi_comm)
+    with process.connected_lock:  # (connects may run in several threads: MPI's is the process)
+        _check_not_connected(mpi_comm)  # again: another task may have entered since the call
+        process.connected.append(mpi_comm)
     try:
         settings = Settings.from_environment()  # the connection's switches, read once, here
         endpoint = await _in_thread(MpiEndpoint, mpi_comm, settings)
         async with comm_session([endpoint], per_rank_trace=True, settings=settings) as (comm,):
             yield comm
     finally:
-        _connected.remove(mpi_comm)
+        with process.connected_lock:
+            process.connected.remove(mpi_comm)
 
 
 def connect_local(

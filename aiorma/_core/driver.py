@@ -14,7 +14,6 @@ import asyncio
 import functools
 import os
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -25,10 +24,10 @@ from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, mark_retrieved
 from ..transport.base import Endpoint
+from .context import context
 from .settings import Settings
 from .waiter import Waiter
 
-_drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
 _LINK_PATIENCE = 2e-4
 # Inline waiting: how long awaiting a pending Request polls inside the await before it suspends
 # on the event loop.  An on-time peer answers a fence or a post sooner than a turn of the loop,
@@ -96,7 +95,7 @@ class ProgressDriver:
         #: Each window's thin path (absent while it is off or tracing), by window id.
         self.thin_paths: dict[int, ThinPath] = {}
         endpoint.attach(self)
-        _drivers.add(self)
+        context().drivers.add(self)  # for aiorma.progress() in this thread
 
     # -------------------------------------------------------------- Sink (transport side)
 
@@ -310,7 +309,8 @@ class ProgressDriver:
 
 
 def progress() -> None:
-    """Drive progress on every rank of this process once (for compute-heavy code that does not
-    return to the event loop for a while)."""
-    for driver in list(_drivers):
+    """Drive progress on every rank of this thread once (for compute-heavy code that does not
+    return to the event loop for a while).  A thread's ranks are those of the connections opened
+    by its event loop: another thread's loop owns its own ranks, which only it may touch."""
+    for driver in list(context().drivers):
         driver.progress()

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core.context import process
 from .._core.settings import TRACE_ENV, Settings
 from ..engine.actions import EpochEvent
 
@@ -37,37 +38,34 @@ CATEGORY = "aiorma"  # instant events, one per engine step: the plot reads these
 SPAN_CATEGORY = {"open": "epoch.app", "activate": "epoch.internal"}
 SPAN_END = {"close": "open", "complete": "activate"}
 
-_explicit: str | None = None
-_disabled = False
+# enable()/disable() are process-wide, as the variable they override: aiorma._core.context's
+# ``process`` holds them (trace_path, trace_disabled).
 
 
 def enable(path: str | os.PathLike[str]) -> None:
     """Trace every later :func:`aiorma.run` of this process into ``path`` (overrides the
     environment variable)."""
-    global _explicit, _disabled
-    _explicit, _disabled = os.fspath(path), False
+    process.trace_path, process.trace_disabled = os.fspath(path), False
 
 
 def disable() -> None:
     """Stop tracing later runs, whatever ``AIORMA_TRACE`` says."""
-    global _explicit, _disabled
-    _explicit, _disabled = None, True
+    process.trace_path, process.trace_disabled = None, True
 
 
 def reset() -> None:
     """Forget :func:`enable`/:func:`disable`: follow ``AIORMA_TRACE`` again."""
-    global _explicit, _disabled
-    _explicit, _disabled = None, False
+    process.trace_path, process.trace_disabled = None, False
 
 
 def configured_path(settings: Settings | None = None) -> str | None:
     """Where traces go, or None when tracing is off: :func:`enable`'s path, nothing after
     :func:`disable`, else the ``AIORMA_TRACE`` of ``settings`` (a connection's switches; default:
     the environment's now)."""
-    if _disabled:
+    if process.trace_disabled:
         return None
-    if _explicit is not None:
-        return _explicit
+    if process.trace_path is not None:
+        return process.trace_path
     return (settings if settings is not None else Settings.from_environment()).trace
 
 
