@@ -11,6 +11,7 @@ from typing import Any, Concatenate, ParamSpec
 import numpy as np
 
 from ._core.host import hosted
+from ._core.settings import Settings
 from ._core.world import World
 from .collectives.api import Collectives
 from .collectives.objects import ObjectCollectives, is_buffer
@@ -115,9 +116,11 @@ class Comm:
     A rank that failed fails the collectives waiting on it with :class:`~aiorma.PeerFailed`.
     """
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, *, settings: Settings | None = None) -> None:
+        # ``settings``: the connection's switches, read where it started (default: the
+        # environment's now).
         #: This rank's place in the group: progress, window creation (the layer below).
-        self.world = World(endpoint)
+        self.world = World(endpoint, settings)
         self.rank = self.world.rank
         self.size = self.world.size
         # A creation whose waiter was cancelled: (the call, its still running task); see

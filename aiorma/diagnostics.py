@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._core.settings import Settings
 from ._version import __version__
 
 if TYPE_CHECKING:  # mpi4py is imported only when MPI is asked about: importing it initialises MPI
     from mpi4py import MPI
 
-#: Every environment variable aiorma reads, with what it changes (tests check that this list
-#: names every ``AIORMA_`` variable in the package's source).
+#: Every environment variable aiorma reads, with what it changes in a line (tests check that this
+#: list names every ``AIORMA_`` variable in the package's source).  The library's own switches
+#: are documented in full by ``aiorma._core.settings.Settings.from_environment``.
 SWITCHES: Mapping[str, str] = {
     "AIORMA_THIN": "0 turns off the thin path: inline waiting and the MPI transport's off-node fast paths",
     "AIORMA_PROGRESS_THREAD": "0 turns off the MPI transport's progress thread for ranks that compute",
@@ -88,6 +90,9 @@ class Diagnostics:
     aiorma_environment: Mapping[str, str]
     #: The MPI implementation's variables that are set (prefixes in :data:`MPI_PREFIXES`).
     mpi_environment: Mapping[str, str]
+    #: The switches a connection opened now would run with (name -> value), as
+    #: ``aiorma._core.settings.Settings`` reads them from the environment.
+    settings: Mapping[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of every field (``nodes`` as a list of dicts)."""
@@ -119,6 +124,7 @@ class Diagnostics:
         lines += _environment_lines(self.aiorma_environment, described=True) or ["  (none set)"]
         lines.append("MPI environment:")
         lines += _environment_lines(self.mpi_environment, described=False) or ["  (none set)"]
+        lines.append("settings      " + ", ".join(f"{name}={value}" for name, value in self.settings.items()))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -165,6 +171,7 @@ def info(mpi_comm: MPI.Intracomm | None = None, *, mpi: bool = True) -> Diagnost
         backends=_backends(),
         aiorma_environment={k: v for k, v in sorted(os.environ.items()) if k.startswith("AIORMA_")},
         mpi_environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(MPI_PREFIXES)},
+        settings=attrs.asdict(Settings.from_environment()),
         **fields,
     )
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Generator
+from time import perf_counter  # (a global: the hot path below saves the module look-up)
 from typing import Any
 
+from ._core.context import context, per_thread
 from ._core.host import checkpoint, in_trio, wait_future
-from ._core.waiter import last_await as _last_yield  # when an await of a Request last checkpointed
 
 #: Awaiting Requests yields to the event loop at least once per this many seconds.  A Request
 #: that finished inside its call would otherwise never yield, and a task awaiting aiorma calls in
@@ -113,6 +113,11 @@ class Request:
 
     def __await__(self) -> Generator[Any, None, Any]:
         future = self._future
+        # This thread's Context: its last_await is when a task of this thread last checkpointed.
+        try:
+            thread = per_thread.context
+        except AttributeError:  # the thread's first await of a Request, without a connection
+            thread = context()
         if future is not None and not future.done():
             wait_inline = self._wait_inline
             if wait_inline is None or not wait_inline(future):
@@ -122,18 +127,18 @@ class Request:
                     # shield: a cancelled waiter must not cancel the shared completion future.
                     return (yield from asyncio.shield(future).__await__())
                 finally:
-                    _last_yield[0] = time.perf_counter()
-        now = time.perf_counter()
-        if now - _last_yield[0] >= FAIR_SLICE:
+                    thread.last_await = perf_counter()
+        now = perf_counter()
+        if now - thread.last_await >= FAIR_SLICE:
             # A checkpoint (trio's rule that every await is one, bounded for speed); under asyncio
             # one that lets the timers due meanwhile run first (see _give_way).  Cancellation
             # here abandons only the wait.
-            _last_yield[0] = now  # (the waiter, if it runs now, sees a busy program)
+            thread.last_await = now  # (the waiter, if it runs now, sees a busy program)
             if in_trio():
                 yield from checkpoint().__await__()
             else:
                 yield from _give_way().__await__()
-            _last_yield[0] = time.perf_counter()
+            thread.last_await = perf_counter()
         if future is None:
             if self._error is not None:
                 raise self._error

@@ -27,7 +27,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import trace as _trace
+from ._core.context import process
 from ._core.host import HostedContext
+from ._core.settings import Settings
 from .comm import Comm
 from .errors import AlreadyConnectedError, CommunicatorError, MpiStateError, RmaUsageError
 from .transport.base import Endpoint
@@ -35,9 +37,6 @@ from .transport.local import LocalNetwork, NoticeDelay, OpDelay
 
 if TYPE_CHECKING:  # mpi4py is imported only when MPI is used: importing it initialises MPI
     from mpi4py import MPI
-
-#: Communicators with an open :func:`connect` in this process (compared by handle).
-_connected: list[MPI.Intracomm] = []
 
 
 def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncContextManager[Comm]:
@@ -78,12 +77,15 @@ def connect(mpi_comm: MPI.Intracomm | None = None) -> contextlib.AbstractAsyncCo
         raise CommunicatorError("connect: the communicator is MPI.COMM_NULL (a rank outside a Split?)")
     if mpi_comm.Is_inter():
         raise CommunicatorError("connect: an intercommunicator; Merge() it into an intracommunicator first")
-    _check_not_connected(mpi_comm)
+    with process.connected_lock:
+        _check_not_connected(mpi_comm)
     return HostedContext(_mpi_connection(mpi_comm))
 
 
 def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
-    if any(mpi_comm == open_comm for open_comm in _connected):
+    """Raise AlreadyConnectedError when ``mpi_comm`` has an open connect in this process (the
+    caller holds ``process.connected_lock``)."""
+    if any(mpi_comm == open_comm for open_comm in process.connected):
         raise AlreadyConnectedError(
             "connect: this communicator already has an open aiorma.connect in this process; "
             "use that Comm, or connect a Dup() of the communicator"
@@ -94,14 +96,17 @@ def _check_not_connected(mpi_comm: MPI.Intracomm) -> None:
 async def _mpi_connection(mpi_comm: MPI.Intracomm) -> AsyncIterator[Comm]:
     from .transport.mpi import MpiEndpoint
 
-    _check_not_connected(mpi_comm)  # again: another task may have entered since the call
-    _connected.append(mpi_comm)
+    with process.connected_lock:  # (connects may run in several threads: MPI's is the process)
+        _check_not_connected(mpi_comm)  # again: another task may have entered since the call
+        process.connected.append(mpi_comm)
     try:
-        endpoint = await _in_thread(MpiEndpoint, mpi_comm)
-        async with comm_session([endpoint], per_rank_trace=True) as (comm,):
+        settings = Settings.from_environment()  # the connection's switches, read once, here
+        endpoint = await _in_thread(MpiEndpoint, mpi_comm, settings)
+        async with comm_session([endpoint], per_rank_trace=True, settings=settings) as (comm,):
             yield comm
     finally:
-        _connected.remove(mpi_comm)
+        with process.connected_lock:
+            process.connected.remove(mpi_comm)
 
 
 def connect_local(
@@ -124,16 +129,22 @@ def connect_local(
 
 
 @contextlib.asynccontextmanager
-async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -> AsyncIterator[list[Comm]]:
+async def comm_session(
+    endpoints: Sequence[Endpoint], *, per_rank_trace: bool, settings: Settings | None = None
+) -> AsyncIterator[list[Comm]]:
     """Comms on ``endpoints`` (this process's ranks), started, traced when tracing is configured,
-    and closed on the way out: collectively after a normal exit, locally after an exception."""
-    comms = [Comm(endpoint) for endpoint in endpoints]
+    and closed on the way out: collectively after a normal exit, locally after an exception.
+    ``settings``: the connection's switches, which the endpoints were made with; without them
+    (the in-process transport) the environment's are read on entering."""
+    if settings is None:
+        settings = Settings.from_environment()
+    comms = [Comm(endpoint, settings=settings) for endpoint in endpoints]
     try:
         await asyncio.gather(*(comm._start() for comm in comms))
     except BaseException as exc:
         await _abandon(comms, exc)
         raise
-    recorders = _trace.attach_all(comms)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
+    recorders = _trace.attach_all(comms, settings)  # AIORMA_TRACE / aiorma.trace.enable(); else nothing
     try:
         try:
             yield comms
@@ -146,7 +157,7 @@ async def comm_session(endpoints: Sequence[Endpoint], *, per_rank_trace: bool) -
             await _abandon(comms, exc)
             raise
     finally:
-        _trace.flush(recorders, per_rank=per_rank_trace)
+        _trace.flush(recorders, per_rank=per_rank_trace, settings=settings)
 
 
 async def _abandon(comms: list[Comm], cause: BaseException) -> None:

@@ -31,7 +31,7 @@ def test_check(
     case = registry_case
     check = REGISTRY[case.name]
     if not case.thin:
-        monkeypatch.setenv("AIORMA_THIN", "0")  # read when a rank's progress driver is made
+        monkeypatch.setenv("AIORMA_THIN", "0")  # read when the connection opens
     if case.transport == "local":
         assert aiorma.run(check.run, nprocs=case.size) == [None] * case.size
     elif case.transport == "simulated":

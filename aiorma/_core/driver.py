@@ -14,21 +14,20 @@ import asyncio
 import functools
 import os
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from ..engine.control import AtomicOp
 from ..engine.thin import ThinPath
-from ..engine.thin_state import thin_path_enabled
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, mark_retrieved
 from ..transport.base import Endpoint
+from .context import context
+from .settings import Settings
 from .waiter import Waiter
 
-_drivers: weakref.WeakSet[ProgressDriver] = weakref.WeakSet()
 _LINK_PATIENCE = 2e-4
 # Inline waiting: how long awaiting a pending Request polls inside the await before it suspends
 # on the event loop.  An on-time peer answers a fence or a post sooner than a turn of the loop,
@@ -70,9 +69,12 @@ class _EngineIO:
 
 
 class ProgressDriver:
-    """One per rank: the endpoint's sink, and the engines of that rank's windows."""
+    """One per rank: the endpoint's sink, and the engines of that rank's windows.  ``settings``
+    are the connection's switches (default: the environment's now)."""
 
-    def __init__(self, endpoint: Endpoint, ranks_on_node: int = 1) -> None:
+    def __init__(self, endpoint: Endpoint, ranks_on_node: int = 1, settings: Settings | None = None) -> None:
+        if settings is None:
+            settings = Settings.from_environment()
         self.endpoint = endpoint
         self.engines: dict[int, WindowEngine] = {}
         self.waiter = Waiter(endpoint, self._poll_turn, self.failed, ranks_on_node)
@@ -85,7 +87,7 @@ class ProgressDriver:
         self._pumping = False
         self._polled = endpoint.polled
         #: The thin path and inline waiting (off with AIORMA_THIN=0, for equivalence tests).
-        self.thin = thin_path_enabled()
+        self.thin = settings.thin
         self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
         #: What Requests poll inside their await with (None: suspend at once; AIORMA_THIN=0 or the
         #: in-process transport).
@@ -93,7 +95,7 @@ class ProgressDriver:
         #: Each window's thin path (absent while it is off or tracing), by window id.
         self.thin_paths: dict[int, ThinPath] = {}
         endpoint.attach(self)
-        _drivers.add(self)
+        context().drivers.add(self)  # for aiorma.progress() in this thread
 
     # -------------------------------------------------------------- Sink (transport side)
 
@@ -307,7 +309,8 @@ class ProgressDriver:
 
 
 def progress() -> None:
-    """Drive progress on every rank of this process once (for compute-heavy code that does not
-    return to the event loop for a while)."""
-    for driver in list(_drivers):
+    """Drive progress on every rank of this thread once (for compute-heavy code that does not
+    return to the event loop for a while).  A thread's ranks are those of the connections opened
+    by its event loop: another thread's loop owns its own ranks, which only it may touch."""
+    for driver in list(context().drivers):
         driver.progress()

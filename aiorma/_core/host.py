@@ -34,20 +34,20 @@ import selectors
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+from .context import context
+
 T = TypeVar("T")
 P = ParamSpec("P")
 
-#: The hosted loops of this process (one per trio run with aiorma open; normally none).
-_loops: list[HostedLoop] = []
-#: How deep the collectives' SerialRunner is in stepping a job: its coroutines yield asyncio
-#: futures to the runner itself, never to trio, wherever the step happens.
-runner_depth = [0]
+# This thread's hosted loops and the collectives' runner depth are fields of its Context
+# (aiorma._core.context: hosted_loops, runner_depth).
 
 
 def in_trio() -> bool:
     """True when the code awaiting runs in a trio task (not in a task of the hosted loop, and not
     in a collective's job stepped by its runner)."""
-    return bool(_loops) and runner_depth[0] == 0 and asyncio.current_task() is None
+    thread = context()
+    return bool(thread.hosted_loops) and thread.runner_depth == 0 and asyncio.current_task() is None
 
 
 class _NonBlockingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
@@ -112,13 +112,15 @@ async def open_host() -> HostedLoop:
     it until the run ends)."""
     import trio
 
-    for loop in _loops:
-        if loop.trio_token is trio.lowlevel.current_trio_token():  # type: ignore[attr-defined]
-            return loop
+    loops = context().hosted_loops
+    token = trio.lowlevel.current_trio_token()
+    for hosted_loop in loops:
+        if isinstance(hosted_loop, HostedLoop) and hosted_loop.trio_token is token:  # type: ignore[attr-defined]
+            return hosted_loop
     loop = HostedLoop()
-    loop.trio_token = trio.lowlevel.current_trio_token()  # type: ignore[attr-defined]
+    loop.trio_token = token  # type: ignore[attr-defined]
     stopped = trio.Event()
-    _loops.append(loop)
+    loops.append(loop)
     asyncio.events._set_running_loop(loop)
 
     async def drive() -> None:
@@ -132,8 +134,9 @@ async def open_host() -> HostedLoop:
 
 
 def _close(loop: HostedLoop) -> None:
-    if loop in _loops:
-        _loops.remove(loop)
+    loops = context().hosted_loops  # (the trio run's thread: where open_host put it)
+    if loop in loops:
+        loops.remove(loop)
     if asyncio.events._get_running_loop() is loop:
         asyncio.events._set_running_loop(None)
     loop.close()

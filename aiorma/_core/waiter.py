@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..transport.base import Endpoint, PollNeed
+from .context import context
 
 # The spin window: how long after the last activity a waiting rank keeps polling before it parks
 # (a ping-pong stays on the fast path).  The same with more ranks than cores, where each spin
@@ -49,12 +50,6 @@ _SPIN = 2e-3
 _SPIN_REQUESTS = 0.05
 _GUARD_BUSY = 1e-3
 _GUARD_IDLE = 0.05
-
-#: When a task of this process last awaited an aiorma Request (``time.perf_counter``), set by
-#: ``Request.__await__``.  A program awaiting aiorma calls is activity even when every call
-#: finished inside itself (the thin path wakes no one): the waiter then keeps spinning instead
-#: of announcing a park, which costs atomics into every peer's presence word.
-last_await = [0.0]
 
 
 class WaitSource(Protocol):
@@ -159,6 +154,9 @@ class Waiter:
     async def _turns(self) -> None:
         endpoint = self._endpoint
         spin, shared_core = _SPIN, self.oversubscribed
+        # The loop's thread's Context: a program awaiting aiorma Requests (its last_await) is
+        # activity even when every call finished inside itself (the thin path wakes no one).
+        thread = context()
         while self._running:
             active = self._poll()
             if self._sources:
@@ -174,7 +172,7 @@ class Waiter:
                 if await self._park(None, _GUARD_BUSY):
                     self._last_activity = time.perf_counter()
                 continue
-            idle = now - max(self._last_activity, last_await[0])
+            idle = now - max(self._last_activity, thread.last_await)
             if idle < spin or (need is PollNeed.REQUESTS and idle < _SPIN_REQUESTS):
                 if shared_core:
                     os.sched_yield()

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
+
+from .context import Context, context
 
 _GUARD = 0.05  # non-polling transports: a safety re-check, in case a write was not poked
 
@@ -37,8 +38,6 @@ COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-
-_watchers: weakref.WeakSet[MemoryWatcher] = weakref.WeakSet()
 
 
 class Waiter(Protocol):
@@ -70,7 +69,8 @@ class MemoryWatcher:
         # poll where there is one, and fails it when the rank fails (a peer left: the write it
         # waits for may never come).
         waiter.add_source(self)
-        _watchers.add(self)
+        self._context: Context = context()  # the loop's thread's, where poke_all finds us
+        self._context.watchers.add(self)
 
     def wait(self, index: int, value: Any, compare: str = ">=") -> asyncio.Future[None]:
         """A future finished once ``memory[index] <compare> value`` (already finished if so)."""
@@ -134,27 +134,24 @@ class MemoryWatcher:
             self._guard.cancel()
             self._guard = None
         self._waiter.remove_source(self)
-        _watchers.discard(self)
-
-
-# Loops with a re-check scheduled (weakly: a loop closed before it ran must not be kept alive).
-_poke_scheduled: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        self._context.watchers.discard(self)
 
 
 def poke_all() -> None:
     """A write into some rank's memory of this process completed: re-check every watcher of
     this loop (soon, once, however many writes completed in this turn of the loop)."""
-    if not _watchers:
+    thread = context()
+    if not thread.watchers:
         return
     loop = asyncio.get_running_loop()
-    if loop in _poke_scheduled:
+    if loop in thread.poke_scheduled:
         return
-    _poke_scheduled.add(loop)
-    loop.call_soon(_check_all, loop)
+    thread.poke_scheduled.add(loop)
+    loop.call_soon(_check_all, loop, thread)
 
 
-def _check_all(loop: asyncio.AbstractEventLoop) -> None:
-    _poke_scheduled.discard(loop)
-    for watcher in list(_watchers):
-        if watcher._loop is loop:
+def _check_all(loop: asyncio.AbstractEventLoop, thread: Context) -> None:
+    thread.poke_scheduled.discard(loop)
+    for watcher in list(thread.watchers):
+        if isinstance(watcher, MemoryWatcher) and watcher._loop is loop:
             watcher.check()

@@ -21,14 +21,16 @@ from ..transport.base import Endpoint
 from ..win_info import Info
 from ..window import Window
 from .driver import ProgressDriver
+from .settings import Settings
 
 
 class World:
-    """One rank of a group: ``rank``, ``size``, the progress ``driver``, window creation."""
+    """One rank of a group: ``rank``, ``size``, the progress ``driver``, window creation.
+    ``settings`` are the connection's switches (default: the environment's now)."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, settings: Settings | None = None) -> None:
         self.endpoint = endpoint
-        self.driver = ProgressDriver(endpoint, getattr(endpoint, "ranks_on_node", 1))
+        self.driver = ProgressDriver(endpoint, getattr(endpoint, "ranks_on_node", 1), settings)
         self.rank: int = endpoint.rank
         self.size: int = endpoint.size
         #: Whether the transport must be polled for progress (MPI) or reports by itself (local).

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser
+from .._core.settings import PROGRESS_THREAD_ENV
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, under_mpiexec
 
 MODES = ("mpi4py", "aiorma", "aiorma, no progress thread")
-_THREAD_ENV = "AIORMA_PROGRESS_THREAD"
+_THREAD_ENV = PROGRESS_THREAD_ENV  # set in the launched ranks' environment: their connections read it
 
 
 def compute(seconds: float, stop: Any = None) -> int:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser, plot_directory
+from .._core.settings import Settings
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
 
 CASES = ("lock/put/unlock", "lock_all put+flush", "fence/put/fence", "pscw", "put", "flush")
@@ -240,7 +240,7 @@ def main(argv: list[str]) -> int:
     result = aiorma.run(run, options, backend=options.backend)
     if launched_rank() != 0:
         return 0
-    thin = os.environ.get("AIORMA_THIN", "1") != "0"
+    thin = Settings.from_environment().thin
     print(
         f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}, {options.backend}; "
         "µs per repetition"

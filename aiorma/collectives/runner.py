@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .._core.host import runner_depth
+from .._core.context import context
 from ..errors import CollectiveStreamBroken
 
 JobFactory = Callable[[], Coroutine[Any, Any, Any]]
@@ -126,12 +126,13 @@ class SerialRunner:
         """Advance the current coroutine once.  True when it finished (the next job may start)."""
         coro, future = self._coro, self._future
         assert coro is not None and future is not None
-        runner_depth[0] += 1  # Requests awaited in the job yield asyncio futures, to us, even under trio
+        thread = context()
+        thread.runner_depth += 1  # Requests awaited in the job yield asyncio futures, to us, even under trio
         try:
             try:
                 yielded = coro.send(None)
             finally:
-                runner_depth[0] -= 1
+                thread.runner_depth -= 1
         except StopIteration as stop:
             self._coro = self._future = None
             if not future.done():

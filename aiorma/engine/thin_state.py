@@ -3,20 +3,12 @@ and the answers the general path replays when one inflates."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .lock_protocol import QueueLock
 
 NOT_THIN = -1  # the call is not one the thin path serves: nothing changed, take the general path
 DONE = 0  # served inline: the call's Request is finished
-
-
-def thin_path_enabled() -> bool:
-    """The switch: ``AIORMA_THIN=0`` in the environment turns the thin path (and inline waiting,
-    and the MPI transport's off-node puts and inline atomics) off, for tests that check both give
-    the same results."""
-    return os.environ.get("AIORMA_THIN", "1") != "0"
 
 
 class ThinLock:

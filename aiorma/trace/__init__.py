@@ -26,46 +26,47 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core.context import process
+from .._core.settings import TRACE_ENV, Settings
 from ..engine.actions import EpochEvent
 
 if TYPE_CHECKING:
     from ..comm import Comm
 
-ENV_VAR = "AIORMA_TRACE"
+ENV_VAR = TRACE_ENV  # AIORMA_TRACE, read with the other switches (aiorma._core.settings)
 CATEGORY = "aiorma"  # instant events, one per engine step: the plot reads these
 SPAN_CATEGORY = {"open": "epoch.app", "activate": "epoch.internal"}
 SPAN_END = {"close": "open", "complete": "activate"}
 
-_explicit: str | None = None
-_disabled = False
+# enable()/disable() are process-wide, as the variable they override: aiorma._core.context's
+# ``process`` holds them (trace_path, trace_disabled).
 
 
 def enable(path: str | os.PathLike[str]) -> None:
     """Trace every later :func:`aiorma.run` of this process into ``path`` (overrides the
     environment variable)."""
-    global _explicit, _disabled
-    _explicit, _disabled = os.fspath(path), False
+    process.trace_path, process.trace_disabled = os.fspath(path), False
 
 
 def disable() -> None:
     """Stop tracing later runs, whatever ``AIORMA_TRACE`` says."""
-    global _explicit, _disabled
-    _explicit, _disabled = None, True
+    process.trace_path, process.trace_disabled = None, True
 
 
 def reset() -> None:
     """Forget :func:`enable`/:func:`disable`: follow ``AIORMA_TRACE`` again."""
-    global _explicit, _disabled
-    _explicit, _disabled = None, False
+    process.trace_path, process.trace_disabled = None, False
 
 
-def configured_path() -> str | None:
-    """Where traces go, or None when tracing is off."""
-    if _disabled:
+def configured_path(settings: Settings | None = None) -> str | None:
+    """Where traces go, or None when tracing is off: :func:`enable`'s path, nothing after
+    :func:`disable`, else the ``AIORMA_TRACE`` of ``settings`` (a connection's switches; default:
+    the environment's now)."""
+    if process.trace_disabled:
         return None
-    if _explicit is not None:
-        return _explicit
-    return os.environ.get(ENV_VAR) or None
+    if process.trace_path is not None:
+        return process.trace_path
+    return (settings if settings is not None else Settings.from_environment()).trace
 
 
 class Recorder:
@@ -152,9 +153,10 @@ def attach(comm: Comm) -> Recorder:
     return recorder
 
 
-def attach_all(comms: Iterable[Comm]) -> list[Recorder]:
-    """Attach recorders when tracing is configured; otherwise install nothing and return []."""
-    if configured_path() is None:
+def attach_all(comms: Iterable[Comm], settings: Settings | None = None) -> list[Recorder]:
+    """Attach recorders when tracing is configured (:func:`configured_path` of ``settings``);
+    otherwise install nothing and return []."""
+    if configured_path(settings) is None:
         return []
     return [attach(comm) for comm in comms]
 
@@ -183,10 +185,11 @@ def write(path: str | os.PathLike[str], recorders: Sequence[Recorder]) -> Path:
     return target
 
 
-def flush(recorders: Sequence[Recorder], *, per_rank: bool) -> list[Path]:
-    """Write the recorders to the configured path: one file for all of them, or (``per_rank``,
-    under mpiexec) one file per rank.  Does nothing when ``recorders`` is empty."""
-    path = configured_path()
+def flush(recorders: Sequence[Recorder], *, per_rank: bool, settings: Settings | None = None) -> list[Path]:
+    """Write the recorders to the configured path (:func:`configured_path` of ``settings``): one
+    file for all of them, or (``per_rank``, under mpiexec) one file per rank.  Does nothing when
+    ``recorders`` is empty."""
+    path = configured_path(settings)
     if not recorders or path is None:
         return []
     if per_rank:

@@ -14,7 +14,9 @@ releases the GIL (numpy, I/O).  Cost: while the loop polls on its own (the rank 
 only wakes, looks at one timestamp and sleeps; while it computes, one progress call per period
 and one hand-over of the interpreter — measured in docs/architecture.md (*The MPI transport*).
 The thread runs only on ranks with a peer on another node (on one node every atomic into
-allocated memory is passive already).
+allocated memory is passive already), and only while the connection's
+:attr:`~aiorma._core.settings.Settings.progress_thread` is on (off, atomics into a computing rank
+wait until it awaits again, as before the thread existed).
 """
 
 from __future__ import annotations
@@ -23,9 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 
-#: ``AIORMA_PROGRESS_THREAD=0`` turns the thread off (atomics into a computing rank then wait
-#: until it awaits again, as before it existed).
-PROGRESS_THREAD_ENV = "AIORMA_PROGRESS_THREAD"
 DEFAULT_PERIOD = 1e-3
 
 

@@ -29,9 +29,6 @@ _GOODBYE = b"B"  # sent before an orderly close: the end-of-file that follows is
 # Seconds for a neighbour's connection at start-up (then: no liveness for that pair).  A
 # reachable neighbour answers in milliseconds; a firewall that drops the packets costs this much.
 _CONNECT_PATIENCE = 2.0
-#: ``AIORMA_LIVENESS=0`` turns the ring off (where TCP between ranks is not wanted): a rank that
-#: dies without leaving then holds its peers until their own timeouts, as before.
-LIVENESS_ENV = "AIORMA_LIVENESS"
 
 
 class RingLiveness:
@@ -40,7 +37,10 @@ class RingLiveness:
     Construction is collective and blocking (start-up): every rank listens, the addresses are
     exchanged on ``comm``, each rank connects to its successor and accepts its predecessor.  A
     rank that cannot open TCP sockets (none here) watches nothing, and tells its neighbours so:
-    they fall back on their other neighbour and on the peers' own timeouts.
+    they fall back on their other neighbour and on the peers' own timeouts.  So does a rank
+    constructed with ``enabled=False`` (the connection's
+    :attr:`~aiorma._core.settings.Settings.liveness` off, where TCP between ranks is not wanted):
+    a rank that dies without leaving then holds its peers until their own timeouts.
     """
 
     def __init__(self, comm: MPI.Intracomm, hosts: list[str], enabled: bool = True) -> None:

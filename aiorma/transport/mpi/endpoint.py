@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -33,19 +32,18 @@ from typing import Any, NoReturn
 import numpy as np
 from mpi4py import MPI
 
+from ..._core.settings import Settings
 from ...engine.control import AtomicOp
-from ...engine.thin_state import thin_path_enabled
 from ...errors import PeerFailed, TransportError
 from ..base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
-from ..busy_progress import PROGRESS_THREAD_ENV, BusyProgress
-from ..liveness import LIVENESS_ENV, RingLiveness
+from ..busy_progress import BusyProgress
+from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from .datatypes import CONTROL_OPS, MPI_OPS
 from .doorbell import Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
 from .workers import Workers
 
-_NOLOCAL_VARIABLES = ("MPIR_CVAR_NOLOCAL", "MPIR_CVAR_CH4_NOLOCAL")
 _NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
 
 
@@ -54,12 +52,15 @@ class MpiEndpoint:
 
     Construction duplicates ``comm`` twice and exchanges host names and doorbell addresses
     (blocking; it is start-up): one duplicate carries window collectives, the other is only
-    probed, to drive MPI progress, so neither can match the user's traffic.
+    probed, to drive MPI progress, so neither can match the user's traffic.  ``settings`` are the
+    connection's switches (default: the environment's now).
     """
 
     polled = True
 
-    def __init__(self, comm: MPI.Intracomm = MPI.COMM_WORLD) -> None:
+    def __init__(self, comm: MPI.Intracomm = MPI.COMM_WORLD, settings: Settings | None = None) -> None:
+        if settings is None:
+            settings = Settings.from_environment()
         with map_transport_errors("MpiEndpoint start-up"):
             self._probe_comm: MPI.Intracomm = comm.Dup()
             self._win_comm: MPI.Intracomm = comm.Dup()
@@ -71,14 +72,14 @@ class MpiEndpoint:
         #: Ranks on this rank's host (by host name).
         self.ranks_on_node = hosts.count(here)
         # Shared memory between ranks of one host, unless MPICH was told not to use it.
-        shared = not any(os.environ.get(v, "0") not in ("", "0") for v in _NOLOCAL_VARIABLES)
+        shared = not settings.mpich_nolocal
         self._passive = [shared and host == here for host in hosts]
         # Off-node fast paths, off with the thin path (AIORMA_THIN=0; the tests run both ways):
         # puts, gets and notifications into another node's allocated memory as plain puts
         # completed by Flush (the network delivers them without the target's CPU), and atomics
         # into a peer that runs the progress thread made inline (_answered_by_peer).  Off, they
         # are accumulates served by the target's progress, as before.
-        self._passive_puts = thin_path_enabled()
+        self._passive_puts = settings.thin
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
@@ -120,13 +121,11 @@ class MpiEndpoint:
         self._doorbell = Doorbell(doorbell, bells, self._presence, self._passive, self._passive_puts)
         # Connections to the ring neighbours, whose end without a goodbye means that neighbour's
         # process died (killed, crashed) without leaving: see aiorma.transport.liveness.
-        self._liveness = RingLiveness(
-            self._probe_comm, hosts, os.environ.get(LIVENESS_ENV, "1") not in ("", "0")
-        )
+        self._liveness = RingLiveness(self._probe_comm, hosts, settings.liveness)
         # Atomics from another node need our MPI progress even while the loop computes without
         # awaiting: a thread drives it then (see aiorma.transport.busy_progress).
         self._busy: BusyProgress | None = None
-        if not all(self._passive) and os.environ.get(PROGRESS_THREAD_ENV, "1") not in ("", "0"):
+        if not all(self._passive) and settings.progress_thread:
             self._busy = BusyProgress(self._probe_comm.Iprobe)
 
     def attach(self, sink: Sink) -> None:
