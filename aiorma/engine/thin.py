@@ -24,7 +24,7 @@ linking, a flush completing later), makes the thin epoch **inflate**: it is open
 as an Epoch, which takes over its lock request and counters, and the general path carries on.
 
 The thin path never runs while tracing is on (every step must then be recorded) and is turned
-off for equivalence tests by ``AIORMA_THIN=0`` (see :func:`thin_path_enabled`).
+off for equivalence tests by ``AIORMA_THIN=0`` (:attr:`aiorma._core.settings.Settings.thin`).
 """
 
 from __future__ import annotations
