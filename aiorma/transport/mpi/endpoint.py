@@ -488,10 +488,11 @@ class MpiEndpoint:
             # nobody would serve the atomic, and an inline one would block the loop for good.
             self._refuse_departed(dest)
         ctrl = self._windows[win_id].ctrl
-        answered = self._answered_by_peer(dest)
-        if answered:
+        inline = self._passive[dest]
+        if not inline and self._answered_by_peer(dest):
             self._doorbell.ring(dest)  # a parked peer serves it at once instead of at its thread's next look
-        if self._passive[dest] or answered:
+            inline = True
+        if inline:
             # Inline: about a microsecond into shared memory, a round trip to another node; the
             # endpoint's own buffers are free again on return.
             origin, result, expected = self._word_buffers
