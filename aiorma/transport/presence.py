@@ -24,6 +24,7 @@ from mpi4py import MPI
 
 from ..errors import TransportError
 from .base import map_transport_errors
+from .window_lifecycle import exclusive
 
 _DEPARTED = 2  # a word at or above this: a departure notice (0/1: polling/parked)
 _DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its notices to land
@@ -47,13 +48,17 @@ class PresenceBoard:
     ``passive[r]``: peer r shares this node's memory (its words are written by an atomic);
     ``passive_puts``: peers on other nodes get plain put + ``Flush`` (the off-node fast paths)."""
 
-    def __init__(self, comm: MPI.Intracomm, passive: list[bool], passive_puts: bool) -> None:
-        """Collective and blocking (start-up)."""
+    def __init__(self, comm: MPI.Intracomm, passive: list[bool], passive_puts: bool, key: int) -> None:
+        """Collective and blocking (start-up); ``key``: the endpoint's
+        :func:`~aiorma.transport.window_lifecycle.agree_key`."""
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._passive, self._passive_puts = passive, passive_puts
         size = self.size
         with map_transport_errors("MpiEndpoint start-up"):
-            self._win = MPI.Win.Allocate((8 + _REASON_BYTES) * size, 8, comm=comm)
+            # The endpoint's exchanges on ``comm`` just before put every peer in this creation;
+            # another connect's thread may be creating windows too (window_lifecycle).
+            nbytes = (8 + _REASON_BYTES) * size
+            self._win = exclusive(comm, key, lambda: MPI.Win.Allocate(nbytes, 8, comm=comm))
             memory: Any = self._win.tomemory()
             self._words = np.frombuffer(memory, np.int64)[:size]
             reasons = np.frombuffer(memory, np.uint8)[8 * size : (8 + _REASON_BYTES) * size]
@@ -188,6 +193,7 @@ class PresenceBoard:
                 self._win.Flush(peer)
 
     def free(self) -> None:
-        """Collective (part of the endpoint's close, in its collectives thread)."""
+        """Collective (part of the endpoint's close, in its collectives thread, inside
+        :func:`~aiorma.transport.window_lifecycle.exclusive`)."""
         self._win.Unlock_all()
         self._win.Free()

@@ -39,6 +39,7 @@ from ..base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_e
 from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
+from ..window_lifecycle import agree_key, exclusive
 from .datatypes import CONTROL_OPS, MPI_OPS
 from .doorbell import Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
@@ -117,7 +118,9 @@ class MpiEndpoint:
         # (written by r, one-sidedly; by a peer on another node only while the off-node paths are
         # on, see parking()), or its departure notice.  A ring to a peer that is not parked is
         # skipped: it is polling anyway, and a ring costs a system call on both sides.
-        self._presence = PresenceBoard(self._probe_comm, self._passive, self._passive_puts)
+        # Window creations and frees of this process's connects take turns (window_lifecycle).
+        self._lifecycle_key = key = agree_key(self._probe_comm)
+        self._presence = PresenceBoard(self._probe_comm, self._passive, self._passive_puts, key)
         self._doorbell = Doorbell(doorbell, bells, self._presence, self._passive, self._passive_puts)
         # Connections to the ring neighbours, whose end without a goodbye means that neighbour's
         # process died (killed, crashed) without leaving: see aiorma.transport.liveness.
@@ -157,7 +160,9 @@ class MpiEndpoint:
         count = int(memory.size if memory is not None else count)
 
         def create() -> tuple[MpiWindow, tuple[int, ...]]:
-            return open_window(self._win_comm, win_id, memory, count, dtype, control_words, notify)
+            return open_window(
+                self._win_comm, self._lifecycle_key, win_id, memory, count, dtype, control_words, notify
+            )
 
         window, counts = await self._workers.collective(create)
         self._windows[win_id] = window
@@ -175,7 +180,7 @@ class MpiEndpoint:
         self._raised = {word: value for word, value in self._raised.items() if word[0] != win_id}
 
         def free() -> np.ndarray | None:
-            return window.free_collectively(self._win_comm)
+            return window.free_collectively(self._win_comm, self._lifecycle_key)
 
         return await self._workers.collective(free)
 
@@ -747,8 +752,18 @@ class MpiEndpoint:
                 MPI.Request.Waitall(pending)
                 for window in windows:
                     window.unlock()
-                    window.free()
-                self._presence.free()
+                # Every peer is in this close before any window goes; another connect's thread
+                # may be freeing windows too: one at a time (aiorma.transport.window_lifecycle).
+                self._win_comm.Barrier()
+
+                def free_all() -> None:
+                    for window in windows:
+                        window.free_windows()
+                    self._presence.free()
+
+                exclusive(self._win_comm, self._lifecycle_key, free_all)
+                for window in windows:
+                    window.free_datatype()
                 self._probe_comm.Free()
                 self._win_comm.Free()
 

@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 from ...errors import RmaTypeError
 from ..base import map_transport_errors
+from ..window_lifecycle import exclusive
 from .datatypes import mpi_datatype
 
 
@@ -33,28 +34,37 @@ class MpiWindow:
         self.win.Unlock_all()
         self.ctrl.Unlock_all()
 
-    def free(self) -> None:
-        """Free both MPI windows and the datatype if we own it (collective, after :meth:`unlock`)."""
+    def free_windows(self) -> None:
+        """Free both MPI windows (collective, after :meth:`unlock`; inside
+        :func:`~aiorma.transport.window_lifecycle.exclusive`)."""
         self.win.Free()
         self.ctrl.Free()
+
+    def free_datatype(self) -> None:
+        """Free the MPI datatype if we own it (after :meth:`free_windows`)."""
         if self.owns_datatype:
             self.datatype.Free()
 
-    def free_collectively(self, comm: MPI.Intracomm) -> np.ndarray | None:
+    def free_collectively(self, comm: MPI.Intracomm, key: int) -> np.ndarray | None:
         """Collective over ``comm`` and blocking: unlock and free the window; a copy of allocated
-        memory, None for a ``Win.Create`` window."""
+        memory, None for a ``Win.Create`` window.  ``key``: the endpoint's
+        :func:`~aiorma.transport.window_lifecycle.agree_key`."""
         with map_transport_errors("free_window"):
             self.unlock()
             # After every rank's Unlock_all, every peer's ops into our memory are complete,
             # so the copy below sees their data.
             comm.Barrier()
             copy = self.memory.copy() if self.allocated else None
-            self.free()
+            # After the barrier every peer is in this free; another connect's thread may be
+            # freeing windows too: one at a time (aiorma.transport.window_lifecycle).
+            exclusive(comm, key, self.free_windows)
+            self.free_datatype()
         return copy
 
 
 def open_window(
     comm: MPI.Intracomm,
+    key: int,
     win_id: int,
     memory: np.ndarray | None,
     count: int,
@@ -65,6 +75,7 @@ def open_window(
     """Collective over ``comm`` and blocking: expose ``memory`` (``Win.Create``) or allocate
     ``count`` zeroed elements (``Win.Allocate``, ``memory is None``), allocate the control region,
     and open both windows' ``Lock_all`` epochs.  Returns the window and every rank's count.
+    ``key``: the endpoint's :func:`~aiorma.transport.window_lifecycle.agree_key`.
 
     Raises :class:`RmaTypeError` on every rank when the ranks' dtypes differ.
     """
@@ -73,19 +84,27 @@ def open_window(
         peers = comm.allgather((count, dtype))
     if any(other != dtype for _, other in peers):
         raise RmaTypeError(f"window dtypes differ between ranks: {[d for _, d in peers]}")
-    with map_transport_errors("create_window"):
-        datatype, units, owned = mpi_datatype(dtype)
+
+    def allocate() -> tuple[MPI.Win, MPI.Win]:
         if memory is None:
             win = MPI.Win.Allocate(count * dtype.itemsize, dtype.itemsize, comm=comm)
+        else:
+            win = MPI.Win.Create(memory, dtype.itemsize, comm=comm)
+        return win, MPI.Win.Allocate(control_words * 8, 8, comm=comm)
+
+    with map_transport_errors("create_window"):
+        datatype, units, owned = mpi_datatype(dtype)
+        # After the exchange every peer is in this creation; another connect's thread may be
+        # creating windows too: one at a time (aiorma.transport.window_lifecycle).
+        win, ctrl = exclusive(comm, key, allocate)
+        if memory is None:
             raw = np.frombuffer(win.tomemory(), np.uint8)[: count * dtype.itemsize]
             # Every byte zero, as the local transport's np.zeros gives (assigning 0 to
             # the typed array would store '0' in a str window).
             raw[...] = 0
             local = raw.view(dtype)
         else:
-            win = MPI.Win.Create(memory, dtype.itemsize, comm=comm)
             local = memory
-        ctrl = MPI.Win.Allocate(control_words * 8, 8, comm=comm)
         control = np.frombuffer(ctrl.tomemory(), np.int64)[:control_words]
         control[...] = 0
         win.Lock_all()

@@ -1,6 +1,8 @@
 """The endpoint's two worker threads.  Collectives (window creation and free, communicator free)
 run in one ("aiorma-coll"), so a collective waiting for a late peer never holds back this rank's
-own flushes; one thread keeps their order the same on every rank.  Blocking RMA calls with no
+own flushes; one thread keeps their order the same on every rank (the MPI calls that create and
+free windows also take turns with those of the process's other connects:
+:mod:`aiorma.transport.window_lifecycle`).  Blocking RMA calls with no
 request-based form (``Compare_and_swap``, ``Win.Flush`` for windows of derived datatypes) run in
 the other ("aiorma-rma"), so that they never block the event loop (MPI is initialised with
 ``THREAD_MULTIPLE``).
