@@ -411,21 +411,16 @@ class Window:
     # ------------------------------------------------------------------------ helpers
 
     def _call(self, token: int, what: str, value: Any = None) -> Request:
-        # The call pushes its epoch as far as it can go now (docs/architecture.md, *Progress and
-        # waiting*): the driver executes the
-        # engine's actions at once (a lock's first atomic, a grant, a "done"); a Request that
-        # finished inside the call is returned finished.
-        request = self._driver.request(self._engine.win_id, token, what, value)
-        if not request.done():
-            self._driver.waiter.wake()  # something to wait for: poll on the fast path
-        return request
+        # The call took its epoch as far as it could go inside it (docs/architecture.md, *Progress
+        # and waiting*): a Request that finished inside the call is returned finished.
+        return self._driver.request(self._engine.win_id, token, what, value)
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
         thin = self._thin
         token = thin.rma(op.target, op) if thin is not None else NOT_THIN
         if token == NOT_THIN:
             token = self._engine.rma(op.target, op)
-        return self._call(token, what, value)
+        return self._driver.request(self._engine.win_id, token, what, value)
 
     def _check_open(self) -> None:
         # A failed window refuses every call with its failure, whichever path would serve the

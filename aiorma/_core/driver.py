@@ -187,6 +187,7 @@ class ProgressDriver:
                 finished.clear()
                 return Request.finished(value, error, what)
             finished.clear()
+        self.waiter.wake()  # something to wait for: poll on the fast path
         return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
 
     def wait_inline(self, future: asyncio.Future[Any]) -> bool:

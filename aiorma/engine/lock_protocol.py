@@ -28,6 +28,13 @@ keeps its lock words at the target in the same spirit):
 
 Every wait is on this rank's own memory.  The engine allows one active request per target, so
 ``LOCK_NEXT``/``LOCK_HANDOFF``/``LOCK_DRAINED`` of a target are never shared by two requests.
+
+Each step ends by asking for one atomic (or by waiting on a word); when the answer comes inside
+the call — an atomic into shared memory — the next step is taken at once, so a lock on a free
+queue is granted, and released, inside the call that started it: the same steps, taken inline.
+The grant and the release are reported to the engine as they happen (``on_granted``,
+``on_released``), which may therefore be inside the engine's own call that started or released
+the request: the engine's handlers look at the epoch's state again rather than assume it.
 """
 
 from __future__ import annotations
@@ -88,7 +95,9 @@ class LockIO(Protocol):
 
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
-    ) -> None: ...
+    ) -> int | None:
+        """The old value when the answer is in hand now (the caller takes the next step), else
+        None: ``then(old)`` is called when it comes."""
 
     def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 
@@ -171,7 +180,9 @@ class QueueLock:
     # ------------------------------------------------------------------ the steps
 
     def _fetch(self, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]) -> None:
-        self.io.control_fetch(self.target, index, op, value, compare, then)
+        old = self.io.control_fetch(self.target, index, op, value, compare, then)
+        if old is not None:  # answered inside the call (shared memory): the next step, now
+            then(old)
 
     def _enqueued(self, predecessor: int) -> None:
         if predecessor == 0:

@@ -587,13 +587,23 @@ class WindowEngine:
 
     def rma(self, target: int, payload: Any) -> int:
         """Record an RMA call towards ``target`` in the most recently opened access epoch that
-        covers it (rule 3); it is issued at once (an :class:`IssueRma` action) if that epoch is
-        active and granted, else when the grant arrives.  Token: the op's identity for the
-        transport's local-completion report; the engine itself never finishes it."""
-        # Guarded as @_application_call would, inline: this is the hot path.
+        covers it (rule 3); it is issued at once (``io.issue``) if that epoch is active and
+        granted, else when the grant arrives.  Token: the op's identity for the transport's
+        local-completion report; the engine itself never finishes it."""
+        # Guarded as @_application_call would, inline, and the checks' common outcomes first:
+        # this is the hot path.
         try:
-            self._check_usable()
-            target = check_rank(target, self.size)
+            if (
+                self.failure is not None
+                or self.freeing
+                or self.thin_lock is not None
+                or self.thin_fence is not None
+                or self.thin_access is not None
+                or self.thin_exposure is not None
+            ):
+                self._check_usable()
+            if type(target) is not int or not 0 <= target < self.size:
+                target = check_rank(target, self.size)
             epoch = self._access_epoch_for(target)
             if epoch is None:
                 raise EpochError(f"RMA towards rank {target} outside an access epoch covering it")
@@ -719,14 +729,13 @@ class WindowEngine:
 
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
-    ) -> None:
+    ) -> int | None:
         token = self._next_token
         self._next_token += 1
         old = self.io.fetch(token, dest, index, op, value, compare)
         if old is None:
-            self._fetches[token] = then
-        else:  # answered inside the call: the step it unblocks runs once this one is over
-            self._inline.append((then, (old,)))
+            self._fetches[token] = then  # answered later: fetched() takes the step
+        return old
 
     # -------------------------------------------------------------- epoch life: open/close
 
@@ -928,8 +937,12 @@ class WindowEngine:
             if lock is not None:
                 if not lock.release_requested:
                     lock.release()  # data is remotely complete: give the lock back
-                if epoch.phase is not EpochPhase.CLOSING:
-                    return  # the release finished at once and completed the epoch
+                    # A release finished inside the call has reported itself (_lock_released)
+                    # and advanced this epoch already: look at it again.
+                    if epoch.phase is not EpochPhase.CLOSING:
+                        return  # ... and completed it
+                    if access.phase in CLOSED_OUT_PHASES:
+                        continue
                 if not lock.done:
                     finished = False
                     continue
