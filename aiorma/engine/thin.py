@@ -74,7 +74,8 @@ class ThinPath:
         lock = QueueLock(engine, engine.rank, rank, exclusive, engine._lock_counts[rank], _ignore, _ignore)
         engine._locks[rank] = lock
         lock.acquire()
-        engine._settle()  # every step whose answer came inside the call
+        if engine._inline:  # steps an answer given inside the call unblocked (flushes)
+            engine._settle()
         if lock.hold is Hold.HELD:
             engine.thin_lock = ThinLock(rank, exclusive, lock)
             engine._last_kind = EpochKind.LOCK
@@ -94,7 +95,8 @@ class ThinPath:
             return self._inflate_unlock(rank)
         lock = held.lock
         lock.release()
-        engine._settle()
+        if engine._inline:
+            engine._settle()
         if not lock.done:  # waiting for a successor's link: the general path waits for it
             return self._inflate_unlock(rank)
         del engine._locks[rank]
