@@ -27,9 +27,9 @@ from .rules import EpochKind
 class ControlWrite(NamedTuple):
     """Update word ``index`` of ``dest``'s control region with ``op`` (MAX or SUM), one-sidedly.
 
-    The driver carries it out after every action queued before it; it needs no result.  A write
-    that follows a ``FlushTarget`` of the same engine reaches ``dest`` only after that flush's
-    data (the engine emits it after the ``flushed`` event): data before flag.
+    Whoever drives the engine by hand carries it out after every action recorded before it; it
+    needs no result.  The engine records a write that must follow a flush's data only after the
+    ``flushed`` event: data before flag.
     """
 
     dest: int

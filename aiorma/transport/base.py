@@ -95,6 +95,12 @@ class PollNeed(IdentityEnum):
 
 
 class Sink(Protocol):
+    """Where an endpoint reports what happened.  ``flushed``, ``fetched`` and ``control_changed``
+    come from :meth:`Endpoint.poll` or an event-loop callback, never from inside an ``issue``,
+    ``control_fetch``, ``control_write`` or ``flush`` call (the engine that made that call is in
+    the middle of a step: an answer inside the call is that call's return value instead).
+    ``op_completed`` may come from inside ``flush``."""
+
     def op_completed(self, win_id: int, token: int) -> None: ...
     def flushed(self, win_id: int, target: int, upto: int) -> None: ...
     def fetched(self, win_id: int, token: int, old: int) -> None: ...
