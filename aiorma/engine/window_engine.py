@@ -58,6 +58,7 @@ from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unp
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .lock_protocol import LockCounts, QueueLock
 from .rules import (
+    ACCESS_KINDS,
     MAY_OVERLAP,
     PASSIVE_KINDS,
     EpochKind,
@@ -82,10 +83,6 @@ _R = TypeVar("_R")
 _Slot = tuple[EpochKind, int | None]
 
 
-def _slot(kind: EpochKind, rank: int | None = None) -> _Slot:
-    return (kind, rank if kind is EpochKind.LOCK else None)
-
-
 _FENCE_SLOT: _Slot = (EpochKind.FENCE, None)
 _START_SLOT: _Slot = (EpochKind.START, None)
 _POST_SLOT: _Slot = (EpochKind.POST, None)
@@ -93,7 +90,7 @@ _LOCK_ALL_SLOT: _Slot = (EpochKind.LOCK_ALL, None)
 
 
 def _slot_of(epoch: Epoch) -> _Slot:
-    return _slot(epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
+    return (epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
 
 
 def _application_call(
@@ -492,7 +489,8 @@ class WindowEngine:
         self._check_usable()
         if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
             check_assertion(assertion)
-        rank = check_rank(rank, self.size)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         try:
             if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
                 lock_type = LockType(lock_type)
@@ -513,7 +511,8 @@ class WindowEngine:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
         self._check_usable()
-        rank = check_rank(rank, self.size)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         epoch = self._open.get((EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
@@ -561,7 +560,8 @@ class WindowEngine:
         remote completion implies local completion, and MPI's flush is no slower than its
         flush_local for the allocated windows aiorma uses."""
         self._check_usable()
-        rank = check_rank(rank, self.size)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
@@ -764,7 +764,7 @@ class WindowEngine:
         )
         self._next_epoch_id += 1
         self._last_kind = kind
-        if epoch.is_access:
+        if kind in ACCESS_KINDS:
             epoch.access = {r: AccessTarget(r) for r in group}
         self._deferred.append(epoch)
         self._open[_slot_of(epoch)] = epoch
