@@ -21,7 +21,9 @@ environment variable ``AIORMA_TRACE`` and so are as process-wide as it is.  :dat
 
 Not here: ``Request.finished``'s shared Requests (aiorma.request) are a cache of immutable
 objects with no future and no loop, valid in any thread; a race fills it twice with equal
-objects, which is harmless.
+objects, which is harmless.  The turns of window creation and free
+(:mod:`aiorma.transport.window_lifecycle`) are per process too, but belong to the MPI transport,
+below this module: they stay there, with their own lock.
 """
 
 from __future__ import annotations
