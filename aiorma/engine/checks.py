@@ -49,5 +49,7 @@ def check_group(group: Iterable[int], size: int) -> tuple[int, ...]:
 
 def check_assertion(assertion: int) -> None:
     """Raises RmaUsageError unless ``assertion`` is a combination of MODE_* flags."""
+    if assertion == 0 and type(assertion) is int:  # the common case
+        return
     if not isinstance(assertion, int) or assertion & ~_ALL_MODES or assertion < 0:
         raise RmaUsageError(f"assertion {assertion!r} is not a combination of MODE_* flags")

@@ -56,10 +56,6 @@ class ThinPath:
     def __init__(self, engine: WindowEngine) -> None:
         self.engine = engine
         self.io = engine.io
-        layout = engine.layout
-        self._tail = layout.lock_tail
-        self._state = layout.lock_state
-        self._me = engine.rank + 1
 
     # ------------------------------------------------------------------ passive target
 
@@ -73,9 +69,7 @@ class ThinPath:
             return NOT_THIN
         lock = QueueLock(engine, engine.rank, rank, exclusive, engine._lock_counts[rank], _ignore, _ignore)
         engine._locks[rank] = lock
-        lock.acquire()
-        if engine._inline:  # steps an answer given inside the call unblocked (flushes)
-            engine._settle()
+        lock.acquire()  # every step whose atomic is answered inside the call, taken now
         if lock.hold is Hold.HELD:
             engine.thin_lock = ThinLock(rank, exclusive, lock)
             engine._last_kind = EpochKind.LOCK
@@ -95,8 +89,6 @@ class ThinPath:
             return self._inflate_unlock(rank)
         lock = held.lock
         lock.release()
-        if engine._inline:
-            engine._settle()
         if not lock.done:  # waiting for a successor's link: the general path waits for it
             return self._inflate_unlock(rank)
         del engine._locks[rank]

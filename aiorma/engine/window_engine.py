@@ -5,11 +5,13 @@ Application calls (``fence``, ``post``, ``rma``...) and network events (``contro
 engine's :class:`~aiorma.engine.actions.EngineIO`.  Every application call returns an integer
 *token*; the request it stands for is finished by ``io.complete(token, error)``.
 
-An answer the I/O gives inside its call (an atomic into shared memory, a flush of data already
-complete) is acted on before the application call or event that asked for it returns: the engine
-queues the step it unblocks and runs the queue at the end of that outermost call, never in the
-middle of another step.  So the same state machine serves a lock granted inside ``lock()`` and one
-granted by a peer's hand-off a second later; only where the step runs differs.
+An answer the I/O gives inside its call is acted on before the application call or event that
+asked for it returns.  An atomic answered at once (shared memory) lets the lock request take its
+next step at once (:mod:`.lock_protocol`), so the same state machine serves a lock granted inside
+``lock()`` and one granted by a peer's hand-off a second later: only where the step runs differs.
+A flush answered at once is acted on at the end of the outermost call, never in the middle of the
+step that asked for it (that step is pushing an epoch towards completion, which the flush's
+report would re-enter).
 
 Each application call first checks everything and raises :class:`EpochError` (or another usage
 error) without changing any state; only then does it act.
@@ -104,7 +106,7 @@ def _application_call(
     def call(engine: WindowEngine, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             result = method(engine, *args, **kwargs)
-            if engine._inline:
+            if engine._flushes_inline:
                 engine._settle()
             return result
         except RmaUsageError:
@@ -145,9 +147,9 @@ class WindowEngine:
         self.win_id = win_id
         #: Where every step that needs the world goes (an :class:`ActionLog` when none is given).
         self.io: EngineIO = io if io is not None else ActionLog()
-        # Steps unblocked by answers given inside an I/O call, run at the end of the outermost
-        # call (_settle): (handler, arguments).
-        self._inline: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        # Flushes the I/O completed inside its call, (target, upto): reported to ourselves at the
+        # end of the outermost call (_settle).
+        self._flushes_inline: deque[tuple[int, int]] = deque()
         self._settling = False
         self.rank = rank
         self.size = size
@@ -211,16 +213,15 @@ class WindowEngine:
         return self.io.drain() if isinstance(self.io, ActionLog) else []
 
     def _settle(self) -> None:
-        """Run the steps that answers given inside I/O calls unblocked, in order, until none is
-        left (those steps may queue more).  Only the outermost call runs them."""
+        """Act on the flushes the I/O completed inside its calls, in order, until none is left
+        (acting on one may complete more).  Only the outermost call runs them."""
         if self._settling:
             return
         self._settling = True
         try:
-            inline = self._inline
-            while inline:
-                handler, args = inline.popleft()
-                handler(*args)
+            done = self._flushes_inline
+            while done:
+                self._flushed(*done.popleft())
         finally:
             self._settling = False
 
@@ -388,8 +389,7 @@ class WindowEngine:
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
         nothing is closed, once the new epoch is activated."""
         self._check_usable()
-        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            check_assertion(assertion)
+        check_assertion(assertion)
         closing = self._open.get(_FENCE_SLOT)
         others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
         if others:
@@ -420,8 +420,7 @@ class WindowEngine:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
         self._check_usable()
-        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            check_assertion(assertion)
+        check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.POST)
         token = self._new_token()
@@ -434,8 +433,7 @@ class WindowEngine:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
         self._check_usable()
-        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            check_assertion(assertion)
+        check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.START)
         token = self._new_token()
@@ -487,10 +485,8 @@ class WindowEngine:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
         self._check_usable()
-        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            check_assertion(assertion)
-        if type(rank) is not int or not 0 <= rank < self.size:
-            rank = check_rank(rank, self.size)
+        check_assertion(assertion)
+        rank = check_rank(rank, self.size)
         try:
             if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
                 lock_type = LockType(lock_type)
@@ -511,8 +507,7 @@ class WindowEngine:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
         self._check_usable()
-        if type(rank) is not int or not 0 <= rank < self.size:
-            rank = check_rank(rank, self.size)
+        rank = check_rank(rank, self.size)
         epoch = self._open.get((EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
@@ -525,8 +520,7 @@ class WindowEngine:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
         self._check_usable()
-        if assertion or type(assertion) is not int:  # (0, the common case, needs no look)
-            check_assertion(assertion)
+        check_assertion(assertion)
         self._check_may_open(EpochKind.LOCK_ALL)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
@@ -560,8 +554,7 @@ class WindowEngine:
         remote completion implies local completion, and MPI's flush is no slower than its
         flush_local for the allocated windows aiorma uses."""
         self._check_usable()
-        if type(rank) is not int or not 0 <= rank < self.size:
-            rank = check_rank(rank, self.size)
+        rank = check_rank(rank, self.size)
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
@@ -1020,7 +1013,7 @@ class WindowEngine:
         if peer.issued_seq > peer.flush_requested:
             upto = peer.flush_requested = peer.issued_seq
             if self.io.flush(target, upto):  # complete already: acted on once this step is over
-                self._inline.append((self._flushed, (target, upto)))
+                self._flushes_inline.append((target, upto))
 
     def _service_flush_waiters(self) -> None:
         if not self._flush_waiters:
@@ -1095,10 +1088,6 @@ class WindowEngine:
             self._pending_tokens.discard(token)
             self.io.complete(token, error)
 
-    def _record(self, step: str, epoch: Epoch) -> None:
-        if self.history is not None or self.observer is not None:  # tracing only: cheap when off
-            self._emit(EpochEvent(step, epoch.id, epoch.kind))
-
     def _emit(self, event: EpochEvent) -> None:
         if self.history is not None:
             self.history.append(event)
@@ -1145,7 +1134,7 @@ class WindowEngine:
             return
         try:
             handler(*args)
-            if self._inline:
+            if self._flushes_inline:
                 self._settle()
         except Exception as exc:
             self._internal_error(exc)
@@ -1156,7 +1145,7 @@ class WindowEngine:
         if self.failure is not None:
             return
         self.failure = failure
-        self._inline.clear()
+        self._flushes_inline.clear()
         tokens = sorted(self._pending_tokens)
         self._pending_tokens.clear()
         for token in tokens:
