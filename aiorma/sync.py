@@ -257,17 +257,13 @@ class _Shared:
         if self._freed:
             raise WindowFreedError(f"the {type(self).__name__} has been freed")
 
-    def _atomic(
-        self, disp: int, value: int, op: Op, then: Callable[[int], None], failed: Failed
-    ) -> None:
+    def _atomic(self, disp: int, value: int, op: Op, then: Callable[[int], None], failed: Failed) -> None:
         """Fetch-and-op on ``root``'s word ``disp``; ``then(old value)``."""
         old = np.zeros(1, np.int64)
         fetched = self._win.fetch_and_op(np.array([value], np.int64), old, self.root, disp, op)
         _chain(fetched, lambda _done: then(int(old[0])), failed)
 
-    def _swap(
-        self, disp: int, new: int, expected: int, then: Callable[[int], None], failed: Failed
-    ) -> None:
+    def _swap(self, disp: int, new: int, expected: int, then: Callable[[int], None], failed: Failed) -> None:
         """Compare-and-swap on ``root``'s word ``disp``; ``then(old value)``."""
         old = np.zeros(1, np.int64)
         swap, compare = np.array([new], np.int64), np.array([expected], np.int64)

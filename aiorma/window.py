@@ -19,7 +19,6 @@ from ._buffer_spec import unwrap
 from ._core.driver import ProgressDriver
 from ._core.notified import NotifiedAccess
 from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, SIGNAL_SET, LockType, Op, SignalOp
-from .engine.thin_state import DONE, NOT_THIN
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype, check_compare_dtype
@@ -58,7 +57,6 @@ class Window:
         self._driver = driver
         self._endpoint = endpoint
         self._engine = engine
-        self._thin = driver.thin_paths.get(engine.win_id)  # None: every call takes the general path
         self._memory = memory
         self.counts = counts  #: elements exposed by each rank
         self.dtype: np.dtype = memory.dtype  #: the element type of every rank's memory
@@ -68,7 +66,7 @@ class Window:
             self,
             driver=driver,
             endpoint=endpoint,
-            thin=self._thin,
+            inline=driver.thin,
             check_open=self._check_open,
             plain=self._plain,
             check_span=self._check_span,
@@ -109,13 +107,6 @@ class Window:
         when the closed epoch has completed on this rank, i.e. every rank's RMA of that epoch is
         done; with MODE_NOPRECEDE alone, when the new epoch is activated."""
         self._check_open()
-        thin = self._thin
-        if thin is not None and type(assertion) is int:
-            token = thin.fence(assertion)
-            if token == DONE:
-                return Request.finished(None, None, "fence")
-            if token > 0:
-                return self._call(token, "fence")
         return self._call(self._engine.fence(assertion), "fence")
 
     def post(self, group: Iterable[int], assertion: int = 0) -> EpochRequest:
@@ -125,13 +116,6 @@ class Window:
 
     def _post(self, group: Iterable[int], assertion: int) -> Request:
         self._check_open()
-        thin = self._thin
-        if thin is not None and type(assertion) is int:  # (the general path checks other values)
-            token = thin.post(group, assertion)
-            if token == DONE:
-                return Request.finished(None, None, "post")
-            if token > 0:
-                return self._call(token, "post")
         return self._call(self._engine.post(group, assertion), "post")
 
     def start(self, group: Iterable[int], assertion: int = 0) -> EpochRequest:
@@ -142,37 +126,16 @@ class Window:
 
     def _start(self, group: Iterable[int], assertion: int) -> Request:
         self._check_open()
-        thin = self._thin
-        if thin is not None and type(assertion) is int:
-            token = thin.start(group, assertion)
-            if token == DONE:
-                return Request.finished(None, None, "start")
-            if token > 0:
-                return self._call(token, "start")
         return self._call(self._engine.start(group, assertion), "start")
 
     def complete(self) -> Request:
         """End the access epoch.  Completes when its RMA is complete at every target."""
         self._check_open()
-        thin = self._thin
-        if thin is not None:
-            token = thin.complete()
-            if token == DONE:
-                return Request.finished(None, None, "complete")
-            if token > 0:
-                return self._call(token, "complete")
         return self._call(self._engine.complete(), "complete")
 
     def wait(self) -> Request:
         """End the exposure epoch.  Completes when every origin of the group has completed."""
         self._check_open()
-        thin = self._thin
-        if thin is not None:
-            token = thin.wait()
-            if token == DONE:
-                return Request.finished(None, None, "wait")
-            if token > 0:
-                return self._call(token, "wait")
         return self._call(self._engine.wait(), "wait")
 
     def test(self) -> bool:
@@ -190,32 +153,12 @@ class Window:
 
     def _lock(self, rank: int, lock_type: LockType, assertion: int) -> Request:
         self._check_open()
-        thin = self._thin
-        if (
-            thin is not None
-            and type(assertion) is int
-            and not assertion
-            and type(rank) is int
-            and (lock_type is LOCK_EXCLUSIVE or lock_type is LOCK_SHARED)
-        ):
-            token = thin.lock(rank, lock_type is LOCK_EXCLUSIVE)
-            if token == DONE:
-                return Request.finished(None, None, "lock")
-            if token > 0:
-                return self._call(token, "lock")
         return self._call(self._engine.lock(rank, lock_type, assertion), "lock")
 
     def unlock(self, rank: int) -> Request:
         """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and
         the lock is released."""
         self._check_open()
-        thin = self._thin
-        if thin is not None and type(rank) is int:
-            token = thin.unlock(rank)
-            if token == DONE:
-                return Request.finished(None, None, "unlock")
-            if token > 0:
-                return self._call(token, "unlock")
         return self._call(self._engine.unlock(rank), "unlock")
 
     def lock_all(self, assertion: int = 0) -> EpochRequest:
@@ -239,9 +182,6 @@ class Window:
 
     def _flush(self, rank: int, what: str) -> Request:
         self._check_open()
-        thin = self._thin
-        if thin is not None and type(rank) is int and thin.flush(rank) == DONE:
-            return Request.finished(None, None, what)
         return self._call(self._engine.flush(rank), what)
 
     def flush_all(self) -> Request:
@@ -416,11 +356,7 @@ class Window:
         return self._driver.request(self._engine.win_id, token, what, value)
 
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
-        thin = self._thin
-        token = thin.rma(op.target, op) if thin is not None else NOT_THIN
-        if token == NOT_THIN:
-            token = self._engine.rma(op.target, op)
-        return self._driver.request(self._engine.win_id, token, what, value)
+        return self._driver.request(self._engine.win_id, self._engine.rma(op.target, op), what, value)
 
     def _check_open(self) -> None:
         # A failed window refuses every call with its failure, whichever path would serve the

@@ -21,7 +21,13 @@ from aiorma.bench._launch import locate_mpiexec, mpiexec_command
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
-    "REPO_ROOT", "MpiOutcome", "launch_mpi", "locate_mpiexec", "run_mpi", "run_mpi_json", "run_smoke",
+    "REPO_ROOT",
+    "MpiOutcome",
+    "launch_mpi",
+    "locate_mpiexec",
+    "run_mpi",
+    "run_mpi_json",
+    "run_smoke",
     "write_rank_result",
 ]
 

@@ -239,8 +239,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             broken = mpi_round(plan, 2 if args.transport == "mpi_2nodes" else 0)
         rounds += 1
-        print(f"round {rounds}: seed {seed}, {size} ranks, {plan.fault}: "
-              f"{'ok' if broken is None else 'BROKEN'} ({time.monotonic() - started:.1f} s)", flush=True)
+        print(
+            f"round {rounds}: seed {seed}, {size} ranks, {plan.fault}: "
+            f"{'ok' if broken is None else 'BROKEN'} ({time.monotonic() - started:.1f} s)",
+            flush=True,
+        )
         if broken is not None:
             print(broken)
             return 1

@@ -136,7 +136,6 @@ for when in ("before Init", "after Finalize"):
     assert "after Finalize refused: connect: MPI is already finalized" in result.stdout
 
 
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2])
 def test_progress_driven_while_connect_closes(nprocs: int) -> None:

@@ -157,8 +157,7 @@ def test_the_reference_documents_every_public_name() -> None:
         name
         for name in aiorma.__all__
         if not (
-            id(obj := getattr(aiorma, name)) in documented
-            or (not callable(obj) and f"`{name}`" in pages)
+            id(obj := getattr(aiorma, name)) in documented or (not callable(obj) and f"`{name}`" in pages)
         )
     ]
     assert missing == []

@@ -34,6 +34,11 @@ def test_no_reference_to_documents_the_repository_does_not_ship() -> None:
 
 def test_every_cited_paper_is_on_the_references_page() -> None:
     references = (ROOT / "docs" / "references.md").read_text(encoding="utf-8")
-    for author in ("Zounmevo (2014)", "Mamidala (2008)", "Hoefler, Siebert and Rehm (2007)",
-                   "Hoefler et al. (2006)", "Subramoni et al. (2011)"):
+    for author in (
+        "Zounmevo (2014)",
+        "Mamidala (2008)",
+        "Hoefler, Siebert and Rehm (2007)",
+        "Hoefler et al. (2006)",
+        "Subramoni et al. (2011)",
+    ):
         assert f"**{author}**" in references

@@ -145,7 +145,9 @@ def mismatches(records: list[list[dict[str, Any]]], float_min_max_either_way: bo
             expected_window = reference(op_name, target, origin)
             expected_fetch = None if call == "accumulate" else target
         if not same(window, expected_window) and not (
-            float_min_max_either_way and op_name in ("MIN", "MAX") and dtype.kind == "f"
+            float_min_max_either_way
+            and op_name in ("MIN", "MAX")
+            and dtype.kind == "f"
             and same(window, reference(op_name, origin, target))
         ):
             problems.append(f"{label}: window {window.tolist()} != numpy's {expected_window.tolist()}")

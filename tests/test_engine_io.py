@@ -8,9 +8,9 @@ in-memory I/O that answers every atomic and flush at once, as shared memory does
 * a lock is granted, and an unlock completes, inside the call — by the same QueueLock steps the
   hand-driven engines of tests/engine_net.py take through actions and events (same atomics, in
   the same order);
-* the thin path's lock is that same state machine: a thin lock request that queues behind a
-  holder is taken over, where it stands, by the epoch the general path builds for it, and is
-  granted by the holder's hand-off;
+* a lock request that queues behind a holder is granted by the holder's hand-off, sent inside
+  the holder's unlock call;
+* fence and GATS epochs whose peers' words are in finish inside their calls;
 * an unlock whose release waits for a successor's link is counted in ``links_awaited`` until the
   link arrives.
 
@@ -25,11 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from aiorma.constants import LockType
+from aiorma.constants import MODE_NOSUCCEED, LockType
 from aiorma.engine.control import AtomicOp
 from aiorma.engine.lock_protocol import Hold
-from aiorma.engine.thin import ThinPath
-from aiorma.engine.thin_state import DONE
 from aiorma.engine.window_engine import WindowEngine
 
 from .engine_net import EngineNet
@@ -134,22 +132,50 @@ def test_inline_steps_are_the_hand_driven_steps() -> None:
     assert len(inline) == 7  # exclusive: swap, look, release CAS; shared: swap, join, head CAS, leave
 
 
-def test_thin_lock_queued_behind_a_holder_is_taken_over_where_it_stands() -> None:
+def test_lock_queued_behind_a_holder_is_granted_by_its_hand_off() -> None:
     net = InlineNet(3)
-    first, second = ThinPath.of(net[0]), ThinPath.of(net[1])
-    assert first is not None and second is not None
-    assert first.lock(2, True) == DONE  # granted inside the call: held as a thin record
-    token = second.lock(2, True)
-    assert token > 0 and token not in net.completed[1]  # queued: the general epoch waits
-    adopted = net[1]._locks[2]
+    first = net[0].lock(2, LockType.EXCLUSIVE)
+    assert first in net.completed[0]  # granted inside the call
+    token = net[1].lock(2, LockType.EXCLUSIVE)
+    assert token not in net.completed[1]  # queued behind rank 0
+    queued = net[1]._locks[2]
     [epoch] = net[1].open_epochs()
-    assert epoch.access[2].lock is adopted  # the thin path's request, not a second one
-    assert adopted.hold is Hold.WAITING
+    assert epoch.access[2].lock is queued and queued.hold is Hold.WAITING
     net.deliver()  # rank 1's link into rank 0's LOCK_NEXT
-    assert first.unlock(2) == DONE  # hands the head to rank 1 inside the call
+    unlocked = net[0].unlock(2)
+    assert unlocked in net.completed[0]  # hands the head to rank 1 inside the call
     net.deliver()  # rank 1 sees its hand-off
     assert token in net.completed[1]
-    assert adopted.hold is Hold.HELD
+    assert queued.hold is Hold.HELD
+
+
+def test_fence_and_gats_epochs_finish_inside_their_calls_once_the_peers_words_are_in() -> None:
+    net = InlineNet(2)
+    opened = [net[r].fence() for r in range(2)]
+    assert all(t in net.completed[r] for r, t in enumerate(opened))  # open: done at activation
+    net.deliver()  # each rank's fence notice
+    put = net[0].rma(1, "put")
+    assert put in net.completed[0]  # the notice was in: issued at once
+    closing = net[1].fence(MODE_NOSUCCEED)  # close only
+    assert closing not in net.completed[1]  # rank 0's "done" is not in yet
+    closed = net[0].fence(MODE_NOSUCCEED)
+    net.deliver()
+    assert closed in net.completed[0]  # ... after the peer's "done" arrived
+    net[1].control_changed()
+    assert closing in net.completed[1]
+
+    posted = net[1].post([0])
+    assert posted in net.completed[1]  # exposure: granted at the call
+    net.deliver()
+    started = net[0].start([1])
+    assert started in net.completed[0]  # the grant was in already
+    net[0].rma(1, "put")
+    completed = net[0].complete()
+    assert completed in net.completed[0]  # data complete inside the call: "done" sent
+    net.deliver()
+    waited = net[1].wait()
+    assert waited in net.completed[1]
+    assert net[0].quiescent and net[1].quiescent
 
 
 def test_release_waiting_for_a_link_is_counted_until_the_link_arrives() -> None:

@@ -226,8 +226,12 @@ def test_service_embeds_aiorma_on_even_ranks() -> None:
     result = run_mpi(EXAMPLES / "service.py", 4, "--rounds", "10", timeout=90)
     # mpiexec may join the ranks' lines: find each rank's report in the whole text.
     reports = dict(re.findall(r"rank (\d): (aiorma on 2 even|mpi4py ring on 2 odd)", result.stdout))
-    assert reports == {"0": "aiorma on 2 even", "1": "mpi4py ring on 2 odd",
-                       "2": "aiorma on 2 even", "3": "mpi4py ring on 2 odd"}, result.stdout
+    assert reports == {
+        "0": "aiorma on 2 even",
+        "1": "mpi4py ring on 2 odd",
+        "2": "aiorma on 2 even",
+        "3": "mpi4py ring on 2 odd",
+    }, result.stdout
     assert result.stdout.count("every slot = 30, as expected") == 2
     assert result.stdout.count("token 10, sum 20") == 2
 

@@ -327,8 +327,9 @@ def test_every_call_on_a_failed_window_raises_at_the_call(
         aiorma.run(main, nprocs=3)
     assert results[2] == {"barrier": "failed"}
     assert results[0] == {"barrier": "failed"} | dict.fromkeys(
-        ["wait_until pending", "wait", "unlock", "complete", "put", "flush", "wait_until",
-         "lock", "fence"], "PeerFailed"), results[0]
+        ["wait_until pending", "wait", "unlock", "complete", "put", "flush", "wait_until", "lock", "fence"],
+        "PeerFailed",
+    ), results[0]
 
 
 def test_a_collective_some_rank_never_called_ends_the_run(caplog: pytest.LogCaptureFixture) -> None:

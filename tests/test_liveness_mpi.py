@@ -35,9 +35,7 @@ def test_survivors_notice_a_killed_rank(emulate_nodes: int, tmp_path: Path) -> N
         # (and over UCX's TCP here) a write into a dead process fails with an error instead,
         # which aiorma turns into PeerFailed naming it.
         env["UCX_TLS"] = "^cma"
-    outcome = launch_mpi(
-        SCRIPT, 4, timeout=90, emulate_nodes=emulate_nodes, env=env, wrapper=OUTLIVE
-    )
+    outcome = launch_mpi(SCRIPT, 4, timeout=90, emulate_nodes=emulate_nodes, env=env, wrapper=OUTLIVE)
     results = {r: json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)}
     killed_at = results[1]["killed_at"]
     for rank in (0, 2, 3):

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine.control import AtomicOp
-from ..engine.thin import ThinPath
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, mark_retrieved
@@ -92,8 +91,6 @@ class ProgressDriver:
         #: What Requests poll inside their await with (None: suspend at once; AIORMA_THIN=0 or the
         #: in-process transport).
         self.inline_wait = self.wait_inline if endpoint.polled and self.thin else None
-        #: Each window's thin path (absent while it is off or tracing), by window id.
-        self.thin_paths: dict[int, ThinPath] = {}
         endpoint.attach(self)
         context().drivers.add(self)  # for aiorma.progress() in this thread
 
@@ -162,14 +159,10 @@ class ProgressDriver:
 
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine
-        thin = ThinPath.of(engine) if self.thin else None
-        if thin is not None:
-            self.thin_paths[engine.win_id] = thin
         self.waiter.start()
 
     def remove_engine(self, win_id: int) -> None:
         self.engines.pop(win_id, None)
-        self.thin_paths.pop(win_id, None)
 
     def request(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
         """The Request of ``token``, just returned by an engine call (which carried out every

@@ -2,7 +2,7 @@
 ``wait_until`` (docs/notified.md), one per window.
 
 A signal is a word of the target's int64 window written after everything this rank issued to the
-target on that window: inside the call when the thin path finds all of it complete there already
+target on that window: inside the call when the engine finds all of it complete there already
 (the transport's put-and-flush), otherwise as a general put or accumulate issued once a flush
 towards the target completed, followed by a flush.  A wait is a :class:`MemoryWatcher` future on
 the rank's own memory.  The Window keeps the public methods (and their contracts) and hands this
@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..constants import SIGNAL_SET, Op, SignalOp
-from ..engine.thin_state import DONE
 from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
 from ..request import Request, finish_as
 from ..transport.base import Endpoint, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
 if TYPE_CHECKING:
-    from ..engine.thin import ThinPath
     from ..engine.window_engine import WindowEngine
     from .driver import ProgressDriver
 
@@ -58,8 +56,8 @@ class NotifiedAccess:
     ``put_signal`` and ``wait_until`` delegate here; their docstrings state the contracts.
 
     Besides the window, the constructor takes what the window keeps private: its progress
-    ``driver``, transport ``endpoint`` and thin path (``thin``, None when every call takes the
-    general path), and its checks — ``check_open`` refuses every call of a failed, freed or
+    ``driver`` and transport ``endpoint``, whether calls may finish inside the call
+    (``inline``: off with ``AIORMA_THIN=0``), and its checks — ``check_open`` refuses every call of a failed, freed or
     closed window; ``plain`` is the exact-type test of the common RMA call (1-D array of the
     window's dtype, plain int rank and displacement, in bounds); ``check_span`` refuses a rank or
     element range out of bounds and returns the rank and displacement as Python ints; ``value``
@@ -72,7 +70,7 @@ class NotifiedAccess:
         *,
         driver: ProgressDriver,
         endpoint: Endpoint,
-        thin: ThinPath | None,
+        inline: bool,
         check_open: Callable[[], None],
         plain: Callable[[Any, Any, Any], bool],
         check_span: Callable[[int, int, int], tuple[int, int]],
@@ -86,7 +84,7 @@ class NotifiedAccess:
         self._counts = window.counts
         self._driver = driver
         self._endpoint = endpoint
-        self._thin = thin
+        self._inline = inline
         self._check_open = check_open
         self._plain = plain
         self._check_span = check_span
@@ -122,14 +120,13 @@ class NotifiedAccess:
             del self._signals_pending[target]
 
     def _signal_inline(self, target: Any, index: Any, value: Any) -> bool:
-        """The thin path of a SIGNAL_SET: when the call's arguments are plain and everything
-        issued to ``target`` is complete there already, the transport's put-and-flush inside the
-        call (True).  False changed nothing."""
-        thin = self._thin
+        """A SIGNAL_SET inside the call: when the call's arguments are plain and everything
+        issued to ``target`` is complete there (already, or by a flush answered inside the call),
+        the transport's put-and-flush (True).  False changed nothing."""
         return (
-            thin is not None
+            self._inline
             and self._signal_plain(target, index, value)
-            and thin.flush(target) == DONE  # in a passive epoch, earlier ops complete: data first
+            and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
             and self._endpoint.put_flushed(self._win_id, target, index, np.array([value], np.int64))
         )
 
@@ -161,17 +158,16 @@ class NotifiedAccess:
         None when ``signal_window`` is not a Window: refused here, after this window's own check,
         as every bad argument is."""
         self._check_open()
-        thin = self._thin
         if (
             op is SIGNAL_SET
-            and thin is not None
+            and self._inline
             and signal is not None
+            and signal._inline
             and not signal._signals_pending
             and self._plain(origin, target, disp)
             and signal._signal_plain(target, index, value)
-            and signal._thin is not None
-            and signal._thin.flush(target) == DONE  # its epoch covers target: no refusal later
-            and thin.flush(target) == DONE
+            and signal._engine.flush_inline(target)  # its epoch covers target: no refusal later
+            and self._engine.flush_inline(target)
             and self._endpoint.put_flushed(self._win_id, target, disp, origin)
         ):
             # The signal window was checked above and nothing happened on it since.

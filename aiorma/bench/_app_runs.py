@@ -52,9 +52,7 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run_app(
-    app: str, ranks: int, args: list[str], timeout: float, emulate_nodes: int = 0
-) -> dict[str, Any]:
+def run_app(app: str, ranks: int, args: list[str], timeout: float, emulate_nodes: int = 0) -> dict[str, Any]:
     """Run ``python -m aiorma.apps.<app>`` on ``ranks`` processes with ``--json``; return what it
     wrote.
 

@@ -100,9 +100,7 @@ def mpiexec_version(mpiexec: str) -> tuple[str, str]:
     ranks load the libmpi of the same installation (the wheel's ``mpiexec`` and ``libmpi`` share
     its venv).  One short subprocess per ``mpiexec`` and process."""
     try:
-        done = subprocess.run(
-            [mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
+        done = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return MPICH, ""
     text = done.stdout + done.stderr
@@ -122,7 +120,7 @@ def mpiexec_library(mpiexec: str) -> str:
 
 
 def mpi_library_name() -> str | None:
-    """"MPICH 5.0.2" or "Open MPI 5.0.11": the MPI library of the ``mpiexec`` this interpreter
+    """ "MPICH 5.0.2" or "Open MPI 5.0.11": the MPI library of the ``mpiexec`` this interpreter
     would launch with (None without one), for the headers of benchmark results."""
     found = locate_mpiexec()
     if found is None:

@@ -115,9 +115,7 @@ def main(argv: list[str]) -> int:
         *("--transactions", str(args.transactions), "--inflight", str(args.inflight)),
         *("--repeats", str(args.repeats), "--modes", args.modes),
     ]
-    results = {
-        n: run_app("transactions", n, app_args, args.timeout, args.emulate_nodes) for n in counts
-    }
+    results = {n: run_app("transactions", n, app_args, args.timeout, args.emulate_nodes) for n in counts}
 
     print(f"\n{'ranks':>5}  " + "  ".join(f"{m:>18}" for m in results[counts[0]]["modes"]) + "  ratios")
     for n, summary in results.items():

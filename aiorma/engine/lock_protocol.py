@@ -133,17 +133,6 @@ class QueueLock:
     def done(self) -> bool:
         return self.head is Head.PASSED and self.hold is Hold.RELEASED
 
-    @property
-    def granted(self) -> bool:
-        """The lock was granted (held now, or being given back)."""
-        return self.hold is Hold.HELD or self.release_requested
-
-    def bind(self, on_granted: Callable[[], None], on_released: Callable[[], None]) -> None:
-        """Report the grant and the release to these from now on (a request started inside a
-        ``lock()`` call and handed to the epoch built for it afterwards)."""
-        self._on_granted = on_granted
-        self._on_released = on_released
-
     # ------------------------------------------------------------------ driving it
 
     def acquire(self) -> None:

@@ -75,7 +75,6 @@ from .states import (
     TargetPhase,
     TargetStep,
 )
-from .thin_state import ThinAccess, ThinExposure, ThinFence, ThinLock
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -194,16 +193,6 @@ class WindowEngine:
         self._actions: list[Action] = self.io.actions if isinstance(self.io, ActionLog) else []
         self._activating = False
         self._activate_again = False
-        #: A lock epoch held through the thin path, not (yet) built as an Epoch.
-        self.thin_lock: ThinLock | None = None
-        #: Fence epochs served through the thin path, not (yet) built as Epochs.
-        self.thin_fence: ThinFence | None = None
-        #: GATS epochs served through the thin path, not (yet) built as Epochs.
-        self.thin_access: ThinAccess | None = None
-        self.thin_exposure: ThinExposure | None = None
-        # A lock request the thin path started (registered in _locks) for the lock epoch that
-        # activates next: that epoch takes it over instead of starting its own.
-        self._adopted: QueueLock | None = None
 
     # ------------------------------------------------------------------ output
 
@@ -228,157 +217,15 @@ class WindowEngine:
     @property
     def quiescent(self) -> bool:
         """No epoch is live and no request is pending."""
-        return (
-            not self._active
-            and not self._deferred
-            and not self._pending_tokens
-            and self.thin_lock is None
-            and self.thin_fence is None
-            and self.thin_access is None
-            and self.thin_exposure is None
-        )
+        return not self._active and not self._deferred and not self._pending_tokens
 
     def open_epochs(self) -> list[Epoch]:
-        """Epochs open at application level (not yet closed by the program), in opening order.
-        A thin lock epoch is built as an Epoch first (inflated) so that it is among them."""
-        self.inflate_thin()
+        """Epochs open at application level (not yet closed by the program), in opening order."""
         return list(self._open.values())
 
     def live_epochs(self) -> list[Epoch]:
-        """Epochs not yet completed internally, in opening order (thin ones inflated first)."""
-        self.inflate_thin()
+        """Epochs not yet completed internally, in opening order."""
         return [*self._active, *self._deferred]
-
-    def inflate_thin(self) -> None:
-        """Build the epochs held through the thin path (:mod:`.thin`) as the general path would
-        have built them."""
-        if self.thin_fence is not None:
-            self._inflate_thin_fence()
-        if self.thin_lock is not None:
-            self._inflate_thin_lock()
-        if self.thin_exposure is not None:
-            self._inflate_thin_exposure()
-        if self.thin_access is not None:
-            self._inflate_thin_access()
-
-    def _inflate_thin_access(self) -> None:
-        """Open the thin access epoch as an Epoch and activate it: activation numbers the
-        accesses again (the thin path's numbers are taken back first, so they come out the same)
-        and grants from the peers' grant words, as ever; its opening Request stays the thin one."""
-        held = self.thin_access
-        assert held is not None
-        self.thin_access = None
-        for target in held.group:
-            self.peers[target].gats_accesses_opened -= 1
-        epoch = self._open_epoch(EpochKind.START, held.group, held.assertion, held.open_token)
-        self._activate_ready()
-        for target, count in held.ops.items():
-            access = epoch.access[target]
-            if not access.granted or access.ordinal != held.ordinals[target]:
-                raise EngineFailure(f"a thin access towards rank {target} did not inflate to its grant")
-            access.op_count = count
-            access.last_seq = held.last_seq[target]
-
-    def _inflate_thin_exposure(self) -> None:
-        """Open the thin exposure epoch as an Epoch and activate it (the grants are raised again:
-        a max with the same value changes nothing at the origin), closed if ``wait`` was called."""
-        held = self.thin_exposure
-        assert held is not None
-        self.thin_exposure = None
-        for origin in held.group:
-            self.peers[origin].gats_accesses_granted -= 1
-        epoch = self._open_epoch(EpochKind.POST, held.group, held.assertion, self._untracked_token())
-        self._activate_ready()
-        if epoch.expected_done != held.expected_done:
-            raise EngineFailure("a thin exposure epoch did not inflate to the same grants")
-        if held.close_token:
-            self._close(epoch, held.close_token)
-
-    def _inflate_thin_lock(self) -> None:
-        """Open the thin lock epoch as an Epoch and activate it: it takes over the thin path's
-        lock request, granted (and perhaps being given back) already."""
-        held = self.thin_lock
-        assert held is not None
-        self.thin_lock = None
-        self._adopted = held.lock
-        lock_type = LockType.EXCLUSIVE if held.exclusive else LockType.SHARED
-        epoch = self._open_epoch(EpochKind.LOCK, (held.target,), 0, self._untracked_token(), lock_type)
-        self._activate_ready()
-        access = epoch.access[held.target]
-        if self._adopted is not None or access.lock is not held.lock or not access.granted:
-            raise EngineFailure(f"a thin lock towards rank {held.target} did not inflate to a held lock")
-        access.op_count = held.op_count
-        access.last_seq = held.last_seq
-
-    def _inflate_thin_fence(self) -> None:
-        """Open (and activate) the thin fence epochs as Epochs, in order: the closing one first,
-        closed with its "done" already sent, then the open one, with its RMA accounted for.  The
-        notices were sent by the thin path; activation grants from the peers' counters, as ever."""
-        held = self.thin_fence
-        assert held is not None
-        self.thin_fence = None
-        everyone = tuple(range(self.size))
-        if held.closing:
-            epoch = self._open_epoch(EpochKind.FENCE, everyone, 0, self._untracked_token())
-            epoch.fence_ordinal = held.closing
-            self._activate_ready()
-            if epoch.phase is not EpochPhase.ACTIVE:
-                raise EngineFailure("a closing thin fence epoch did not inflate to an active epoch")
-            epoch.fence_done_sent = True
-            self._close(epoch, held.closing_token)
-        if held.ordinal:
-            epoch = self._open_epoch(EpochKind.FENCE, everyone, held.assertion, self._untracked_token())
-            epoch.fence_ordinal = held.ordinal
-            for target, count in held.ops.items():
-                access = epoch.access[target]
-                access.op_count = count
-                access.last_seq = held.last_seq[target]
-            for target, token, payload in held.recorded:  # replayed at the grant, as ever
-                access = epoch.access[target]
-                access.op_count += 1
-                access.queued.append((token, payload))
-            self._activate_ready()
-            for target in held.ops:
-                if not epoch.access[target].granted:
-                    raise EngineFailure(f"thin fence RMA towards rank {target}, which had not granted it")
-
-    def _untracked_token(self) -> int:
-        """A token nobody waits for (its Request was finished by the thin path)."""
-        token = self._next_token
-        self._next_token += 1
-        return token
-
-    def thin_gats_progress(self) -> None:
-        """Finish the thin access epoch's opening once every target granted, and the thin
-        exposure epoch's wait once every origin's "done" is in."""
-        access = self.thin_access
-        peers = self.peers
-        if (
-            access is not None
-            and access.open_token in self._pending_tokens
-            and all(peers[t].gats_granted_access_id >= n for t, n in access.ordinals.items())
-        ):
-            self._complete_token(access.open_token)
-        exposure = self.thin_exposure
-        if (
-            exposure is not None
-            and exposure.close_token
-            and all(peers[o].gats_done_received >= n for o, n in exposure.expected_done.items())
-        ):
-            self.thin_exposure = None
-            self._complete_token(exposure.close_token)
-
-    def thin_fence_progress(self) -> None:
-        """Finish the closing thin fence epoch once every peer's "done" for it is in."""
-        held = self.thin_fence
-        if held is None or not held.closing:
-            return
-        closing, peers = held.closing, self.peers
-        if all(peers[r].fence_done_received >= closing for r in range(self.size) if r != self.rank):
-            self._complete_token(held.closing_token)
-            held.closing = held.closing_token = 0
-            if not held.ordinal:
-                self.thin_fence = None
 
     # ------------------------------------------------------ application: active target
 
@@ -542,9 +389,6 @@ class WindowEngine:
     def passive_access(self, target: int) -> bool:
         """True when an open lock or lock_all epoch covers ``target`` (a flush towards it is
         allowed).  Changes nothing."""
-        held = self.thin_lock
-        if held is not None and held.target == target:
-            return True
         return self._access_epoch_for(target, passive_only=True) is not None
 
     @_application_call
@@ -558,7 +402,31 @@ class WindowEngine:
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
-        return self._add_flush_waiter([epoch.access[rank]])
+        access = epoch.access[rank]
+        if (
+            not self._flush_waiters
+            and access.phase is TargetPhase.GRANTED
+            and self.flush_now(rank, access.last_seq)
+        ):
+            token = self._next_token  # complete already, or by a flush answered inside the call
+            self._next_token += 1
+            self.io.complete(token, None)
+            return token
+        return self._add_flush_waiter([access])
+
+    @_application_call
+    def flush_inline(self, rank: int) -> bool:
+        """True when an open lock or lock_all epoch covers ``rank`` with its grant in hand and
+        every RMA call made in it towards ``rank`` is complete there — already, or by a flush the
+        I/O completed inside this call.  False changes nothing but perhaps asking for that flush
+        (whose report is acted on as any flush's)."""
+        if self._flush_waiters or self.failure is not None or self.freeing or type(rank) is not int:
+            return False
+        epoch = self._access_epoch_for(rank, passive_only=True)
+        if epoch is None:
+            return False
+        access = epoch.access[rank]
+        return access.phase is TargetPhase.GRANTED and self.flush_now(rank, access.last_seq)
 
     @_application_call
     def flush_all(self) -> int:
@@ -586,14 +454,7 @@ class WindowEngine:
         # Guarded as @_application_call would, inline, and the checks' common outcomes first:
         # this is the hot path.
         try:
-            if (
-                self.failure is not None
-                or self.freeing
-                or self.thin_lock is not None
-                or self.thin_fence is not None
-                or self.thin_access is not None
-                or self.thin_exposure is not None
-            ):
+            if self.failure is not None or self.freeing:
                 self._check_usable()
             if type(target) is not int or not 0 <= target < self.size:
                 target = check_rank(target, self.size)
@@ -668,22 +529,16 @@ class WindowEngine:
                 if value > peer.gats_granted_access_id:
                     peer.gats_granted_access_id = value
                     self._grants_arrived(src, value)
-                    if self.thin_access is not None:
-                        self.thin_gats_progress()
             elif word == Word.DONE:
                 if value > peer.gats_done_received:
                     peer.gats_done_received = value
                     for epoch in self._live_of(EpochKind.POST):
                         self._advance(epoch)
-                    if self.thin_exposure is not None:
-                        self.thin_gats_progress()
             elif word == Word.FENCE:
                 opened, finished = unpack_fence(value)
                 peer.fence_opened = max(peer.fence_opened, opened)
                 peer.fence_done_received = max(peer.fence_done_received, finished)
                 self._fence_notice_arrived(src)
-                if self.thin_fence is not None:
-                    self.thin_fence_progress()
             else:
                 lock_targets.add(src)
         for target in lock_targets:
@@ -826,17 +681,6 @@ class WindowEngine:
                 access.ordinal = peer.lock_requests_sent
                 if nocheck:
                     self._grant(epoch, access)
-                    continue
-                adopted = self._adopted
-                if adopted is not None and adopted.target == access.rank:
-                    self._adopted = None  # started inside lock(): take it over
-                    access.lock = adopted
-                    adopted.bind(
-                        functools.partial(self._lock_granted, epoch, access),
-                        functools.partial(self._lock_released, epoch, access),
-                    )
-                    if adopted.granted:
-                        self._lock_granted(epoch, access)
                     continue
                 if access.rank in self._locks:
                     raise EngineFailure(f"a second active lock request towards rank {access.rank}")
@@ -996,10 +840,7 @@ class WindowEngine:
         peer.flush_requested = max(peer.flush_requested, upto)
         if not self.io.flush(target, upto):
             return False
-        if self._active or self._flush_waiters:
-            self.flushed(target, upto)  # a general epoch or flush may be waiting for this one
-        else:
-            peer.remote_complete_seq = upto
+        self._flushed(target, upto)  # an epoch or a flush may be waiting for this one
         return True
 
     def _issue(self, epoch: Epoch, access: AccessTarget, token: int, payload: Any) -> None:
@@ -1048,7 +889,7 @@ class WindowEngine:
         return [e for e in self._active if e.kind is kind]
 
     def _check_may_open(self, kind: EpochKind) -> None:
-        for epoch in self._open.values():  # (the caller's _check_usable inflated thin epochs)
+        for epoch in self._open.values():
             if epoch.kind is EpochKind.FENCE and not epoch.has_ops:
                 continue  # an empty trailing fence epoch is closed for the program on open
             if (epoch.kind, kind) not in MAY_OVERLAP:
@@ -1059,13 +900,6 @@ class WindowEngine:
             raise self.failure
         if self.freeing:
             raise WindowFreedError("the window has been freed")
-        if (
-            self.thin_lock is not None
-            or self.thin_fence is not None
-            or self.thin_access is not None
-            or self.thin_exposure is not None
-        ):
-            self.inflate_thin()  # every general call sees the epochs as the general path has them
 
     def _raise(self, dest: int, word: Word, value: int) -> None:
         """Raise our slot of ``word`` at ``dest`` to ``value`` (max: late or repeated is harmless)."""

@@ -82,8 +82,7 @@ def print_table(columns: Sequence[tuple[str, str, str]], records: Sequence[dict]
     """The results on standard output, one row per record: ``columns`` are (heading, record
     key, format spec); times (keys naming a time) are printed in µs."""
     cells = [
-        [format(r[key] * 1e6 if "time" in key else r[key], spec) for _, key, spec in columns]
-        for r in records
+        [format(r[key] * 1e6 if "time" in key else r[key], spec) for _, key, spec in columns] for r in records
     ]
     widths = [max(len(heading), *(len(row[i]) for row in cells)) for i, (heading, _, _) in enumerate(columns)]
     print("  ".join(heading.rjust(w) for (heading, _, _), w in zip(columns, widths, strict=True)))

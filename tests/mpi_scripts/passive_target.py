@@ -43,8 +43,12 @@ async def main(comm: aiorma.Comm) -> None:
             win.accumulate(one, 0, 0, aiorma.SUM)
             await win.unlock(0)
             times.append(time.perf_counter() - begin)
-        report = {"rank": comm.rank, "epochs": share, "median_us": 1e6 * float(np.median(times)),
-                  "max_ms": 1e3 * max(times)}
+        report = {
+            "rank": comm.rank,
+            "epochs": share,
+            "median_us": 1e6 * float(np.median(times)),
+            "max_ms": 1e3 * max(times),
+        }
     await comm.barrier()
     if comm.rank == 0:
         report["final"] = int(win.memory[0])
