@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # mpi4py is imported only when MPI is asked about: importing 
 #: list names every ``AIORMA_`` variable in the package's source).  The library's own switches
 #: are documented in full by ``aiorma._core.settings.Settings.from_environment``.
 SWITCHES: Mapping[str, str] = {
-    "AIORMA_THIN": "0 turns off the thin path: inline waiting and the MPI transport's off-node fast paths",
+    "AIORMA_INLINE": "0 turns off inline waiting, inline signals and the MPI transport's off-node fast paths",
+    "AIORMA_THIN": "the retired name of AIORMA_INLINE, read when that is unset",
     "AIORMA_PROGRESS_THREAD": "0 turns off the MPI transport's progress thread for ranks that compute",
     "AIORMA_LIVENESS": "0 turns off the MPI transport's liveness ring (TCP connections to the ring "
     "neighbours that notice a rank whose process died)",

@@ -10,6 +10,7 @@ was closed refuses every call with CommClosedError.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 from ._buffer_spec import unwrap
 from ._core.driver import ProgressDriver
 from ._core.notified import NotifiedAccess
-from .constants import LOCK_EXCLUSIVE, LOCK_SHARED, SIGNAL_SET, LockType, Op, SignalOp
+from .constants import LOCK_EXCLUSIVE, SIGNAL_SET, LockType, Op, SignalOp
 from .engine.window_engine import WindowEngine
 from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError, WindowFreedError
 from .ops import check_accumulate_dtype, check_compare_dtype
@@ -58,6 +59,10 @@ class Window:
         self._endpoint = endpoint
         self._engine = engine
         self._memory = memory
+        # The Request of an engine call's token, ``_call(token, what, value=None)``.  The call took
+        # its epoch as far as it could go inside it (docs/architecture.md, *Progress and waiting*):
+        # a Request that finished inside the call is returned finished.
+        self._call = functools.partial(driver.request, engine.win_id)
         self.counts = counts  #: elements exposed by each rank
         self.dtype: np.dtype = memory.dtype  #: the element type of every rank's memory
         self.freed = False
@@ -66,7 +71,7 @@ class Window:
             self,
             driver=driver,
             endpoint=endpoint,
-            inline=driver.thin,
+            inline=driver.inline,
             check_open=self._check_open,
             plain=self._plain,
             check_span=self._check_span,
@@ -350,13 +355,8 @@ class Window:
 
     # ------------------------------------------------------------------------ helpers
 
-    def _call(self, token: int, what: str, value: Any = None) -> Request:
-        # The call took its epoch as far as it could go inside it (docs/architecture.md, *Progress
-        # and waiting*): a Request that finished inside the call is returned finished.
-        return self._driver.request(self._engine.win_id, token, what, value)
-
     def _rma(self, op: RmaOp, what: str, value: Any = None) -> Request:
-        return self._driver.request(self._engine.win_id, self._engine.rma(op.target, op), what, value)
+        return self._call(self._engine.rma(op.target, op), what, value)
 
     def _check_open(self) -> None:
         # A failed window refuses every call with its failure, whichever path would serve the

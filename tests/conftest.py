@@ -1,6 +1,6 @@
 """The registry's test matrix: every check of tests/registry.py at each of its world sizes on each
-transport, with the engine's thin path on and off (``AIORMA_THIN=0``), as ``registry_case`` (ids
-``<transport>-<size>-<check>``, and ``...-thin_off``), and the MPI jobs behind it."""
+transport, with the inline paths on and off (``AIORMA_INLINE=0``), as ``registry_case`` (ids
+``<transport>-<size>-<check>``, and ``...-inline_off``), and the MPI jobs behind it."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class RegistryCase:
     transport: str
     size: int
     name: str
-    thin: bool = True
+    inline: bool = True
 
 
 def _param(case: RegistryCase) -> Any:
@@ -41,15 +41,15 @@ def _param(case: RegistryCase) -> Any:
         marks = [pytest.mark.mpi, pytest.mark.timeout(JOB_TIMEOUT + 60)]
     else:
         marks = [pytest.mark.timeout(120)]
-    suffix = "" if case.thin else "-thin_off"
+    suffix = "" if case.inline else "-inline_off"
     return pytest.param(case, id=f"{case.transport}-{case.size}-{case.name}{suffix}", marks=marks)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "registry_case" in metafunc.fixturenames:
         params = [
-            _param(RegistryCase(transport, size, name, thin))
-            for thin in (True, False)
+            _param(RegistryCase(transport, size, name, inline))
+            for inline in (True, False)
             for transport in TRANSPORTS
             for size, name in cases(transport)
         ]

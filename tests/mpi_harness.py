@@ -71,7 +71,7 @@ def launch_mpi(
     how it ended, never raising for a failed job.  ``emulate_nodes >= 2`` runs the ranks on that
     many emulated nodes (see :func:`aiorma.bench._launch.mpiexec_command`); the caller checks
     ``emulation_unavailable()`` first; ``env`` adds variables to the ranks' environment (e.g.
-    ``AIORMA_THIN=0``); ``wrapper`` is a command each rank's python runs under (its arguments
+    ``AIORMA_INLINE=0``); ``wrapper`` is a command each rank's python runs under (its arguments
     follow).  On a timeout the whole process group (mpiexec and every
     rank) is killed before the output is collected, so nothing is left running."""
     assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"

@@ -50,16 +50,16 @@ def run_job(
     out_dir: Path,
     names: list[str] | None = None,
     timeout: float = JOB_TIMEOUT,
-    thin: bool = True,
+    inline: bool = True,
 ) -> RegistryJob:
     """Run every check of ``transport`` ("mpi" or "mpi_2nodes") at ``size`` (or just ``names``, in
-    that order) in one mpiexec job; ``thin=False`` with the thin path off (``AIORMA_THIN=0``)."""
+    that order) in one mpiexec job; ``inline=False`` with the inline paths off (``AIORMA_INLINE=0``)."""
     assert transport in TRANSPORTS and transport.startswith("mpi"), transport
     if names is None:
         names = names_at(transport, size)
     out_dir.mkdir(parents=True, exist_ok=True)
     emulate = 2 if transport == "mpi_2nodes" else 0
-    env = None if thin else {"AIORMA_THIN": "0"}
+    env = None if inline else {"AIORMA_INLINE": "0"}
     outcome = launch_mpi(SCRIPT, size, str(out_dir), *names, timeout=timeout, emulate_nodes=emulate, env=env)
     job = RegistryJob(size, names, outcome)
     for path in sorted(out_dir.glob("rank*.jsonl")):
@@ -80,9 +80,9 @@ class RegistryJobs:
         self._base_dir = base_dir
         self._jobs: dict[tuple[str, int, bool], RegistryJob] = {}
 
-    def job(self, transport: str, size: int, thin: bool = True) -> RegistryJob:
-        key = (transport, size, thin)
+    def job(self, transport: str, size: int, inline: bool = True) -> RegistryJob:
+        key = (transport, size, inline)
         if key not in self._jobs:
-            where = self._base_dir / f"{transport}-{size}{'' if thin else '-thin_off'}"
-            self._jobs[key] = run_job(size, transport, where, thin=thin)
+            where = self._base_dir / f"{transport}-{size}{'' if inline else '-inline_off'}"
+            self._jobs[key] = run_job(size, transport, where, inline=inline)
         return self._jobs[key]

@@ -6,8 +6,8 @@ lock epochs (exclusive or shared) with accumulates and fetch-and-ops, lock_all w
 get.  Puts write slots only their origin writes (no races between writers); accumulates add
 (commutative); a fetch_and_op's fetched value is not recorded (it depends on who came first).
 Requests are sometimes awaited at once and sometimes held and awaited at the end of the step.
-So the final window contents and every recorded get are fixed by the seed: the thin path on and
-off (``AIORMA_THIN``), and every transport, must give exactly :func:`expected_outcome`.
+So the final window contents and every recorded get are fixed by the seed: the inline paths on and
+off (``AIORMA_INLINE``), and every transport, must give exactly :func:`expected_outcome`.
 """
 
 from __future__ import annotations

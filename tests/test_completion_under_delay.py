@@ -14,7 +14,7 @@ caught by tests/test_cancellation_audit.py (each row awaits the same Request aga
 cancel scope, under trio too), and an epoch activated against rule 13a with overlapping access
 groups by tests/test_engine.py::test_rule13a_lock_towards_a_target_of_an_active_start_stays_deferred.
 
-Every test runs with the inline path on and off (``AIORMA_THIN``), since either may serve a call.
+Every test runs with the inline path on and off (``AIORMA_INLINE``), since either may serve a call.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from aiorma import LOCK_EXCLUSIVE, LOCK_SHARED
 from aiorma.transport.base import RmaOp
 
 DELAY = 0.03
-pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("thin", ["on", "off"])]
+pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("inline", ["on", "off"])]
 
 
 @pytest.fixture(autouse=True)
-def _thin(thin: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if thin == "off":
-        monkeypatch.setenv("AIORMA_THIN", "0")
+def _inline(inline: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if inline == "off":
+        monkeypatch.setenv("AIORMA_INLINE", "0")
 
 
 def delay_data(_origin: int, op: RmaOp) -> float:
@@ -103,7 +103,7 @@ CLOSES: dict[str, Close] = {
 
 
 @pytest.mark.parametrize("close", list(CLOSES))
-async def test_closing_call_completes_only_with_the_data_at_the_target(close: str, thin: str) -> None:
+async def test_closing_call_completes_only_with_the_data_at_the_target(close: str, inline: str) -> None:
     """The origin's closing call (or flush) completes only once its delayed put is in the
     target's memory."""
     async with aiorma.connect_local(2, op_delay=delay_all) as comms:
@@ -127,7 +127,7 @@ async def _close_everything(wins: list[aiorma.Window]) -> None:
 
 
 @pytest.mark.parametrize("same_window", [True, False], ids=["signal_in_data_window", "signal_window"])
-async def test_notified_put_signals_only_after_its_data(same_window: bool, thin: str) -> None:
+async def test_notified_put_signals_only_after_its_data(same_window: bool, inline: str) -> None:
     """put_signal: the signal word is written only once the (delayed) block is complete at the
     target, whether the signal lives in the data window or in another one."""
     async with aiorma.connect_local(2, op_delay=delay_data) as comms:
@@ -145,7 +145,7 @@ async def test_notified_put_signals_only_after_its_data(same_window: bool, thin:
         await asyncio.gather(*(w.free() for w in {id(w): w for w in [*data, *words]}.values()))
 
 
-async def test_signal_is_written_after_the_rma_issued_before_it(thin: str) -> None:
+async def test_signal_is_written_after_the_rma_issued_before_it(inline: str) -> None:
     """``signal`` orders after every RMA call issued before it towards that rank in its window:
     once the signal word is seen, the (delayed) put made just before it is in memory."""
     async with aiorma.connect_local(2, op_delay=delay_data) as comms:
@@ -174,7 +174,9 @@ VALUE = 5
 
 
 @pytest.mark.parametrize(("compare", "at_value", "above"), CASES)
-async def test_wait_until_strict_and_non_strict(compare: str, at_value: bool, above: bool, thin: str) -> None:
+async def test_wait_until_strict_and_non_strict(
+    compare: str, at_value: bool, above: bool, inline: str
+) -> None:
     """wait_until(i, compare, VALUE) with the word at VALUE, then raised to VALUE + 1 by a peer."""
     async with aiorma.connect_local(2) as comms:
         words = await asyncio.gather(*(c.win_allocate(1, np.int64) for c in comms))
@@ -198,7 +200,7 @@ async def test_wait_until_strict_and_non_strict(compare: str, at_value: bool, ab
     ids=["exclusive_vs_shared_holders", "shared_vs_exclusive_holder"],
 )
 async def test_lock_is_not_granted_against_a_conflicting_holder(
-    held: object, asked: object, thin: str
+    held: object, asked: object, inline: str
 ) -> None:
     """Ranks 1 and 2 hold rank 0's lock as ``held`` (one of them, for EXCLUSIVE); rank 3 asks
     for ``asked``: not granted until every holder has unlocked, then granted."""

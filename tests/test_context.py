@@ -15,11 +15,11 @@ from aiorma._core.settings import Settings
 
 def test_settings_defaults_and_each_switch() -> None:
     assert Settings.from_environment({}) == Settings()
-    on = Settings(thin=True, progress_thread=True, liveness=True, mpich_nolocal=False, trace=None)
+    on = Settings(inline=True, progress_thread=True, liveness=True, mpich_nolocal=False, trace=None)
     assert Settings() == on
     off = Settings.from_environment(
         {
-            "AIORMA_THIN": "0",
+            "AIORMA_INLINE": "0",
             "AIORMA_PROGRESS_THREAD": "",
             "AIORMA_LIVENESS": "0",
             "MPIR_CVAR_CH4_NOLOCAL": "1",
@@ -27,21 +27,26 @@ def test_settings_defaults_and_each_switch() -> None:
         }
     )
     assert off == Settings(
-        thin=False, progress_thread=False, liveness=False, mpich_nolocal=True, trace="t.json"
+        inline=False, progress_thread=False, liveness=False, mpich_nolocal=True, trace="t.json"
     )
-    # As before Settings existed: an empty AIORMA_THIN leaves the thin path on, an empty trace
-    # path traces nothing.
-    assert Settings.from_environment({"AIORMA_THIN": "", "AIORMA_TRACE": ""}) == Settings()
+    # As before Settings existed: an empty AIORMA_INLINE leaves the inline steps on, an empty
+    # trace path traces nothing.
+    assert Settings.from_environment({"AIORMA_INLINE": "", "AIORMA_TRACE": ""}) == Settings()
+
+
+def test_the_retired_name_of_the_inline_switch_is_honoured_unless_the_new_one_is_set() -> None:
+    assert not Settings.from_environment({"AIORMA_THIN": "0"}).inline
+    assert Settings.from_environment({"AIORMA_THIN": "0", "AIORMA_INLINE": "1"}).inline
 
 
 def test_settings_are_read_when_the_connection_opens(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def thin(comm: aiorma.Comm) -> bool:
-        return comm.world.driver.thin
+    async def inline(comm: aiorma.Comm) -> bool:
+        return comm.world.driver.inline
 
-    monkeypatch.setenv("AIORMA_THIN", "0")
-    assert aiorma.run(thin, nprocs=2) == [False, False]
-    monkeypatch.delenv("AIORMA_THIN")
-    assert aiorma.run(thin, nprocs=2) == [True, True]
+    monkeypatch.setenv("AIORMA_INLINE", "0")
+    assert aiorma.run(inline, nprocs=2) == [False, False]
+    monkeypatch.delenv("AIORMA_INLINE")
+    assert aiorma.run(inline, nprocs=2) == [True, True]
 
 
 def test_each_thread_has_its_own_context_and_the_process_one() -> None:

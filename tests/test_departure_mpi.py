@@ -46,12 +46,12 @@ def test_peers_learn_that_a_rank_left(emulate_nodes: int, late: bool, tmp_path: 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
-def test_every_call_on_a_failed_window_raises_at_the_call(thin: bool, tmp_path: Path) -> None:
-    """Under mpiexec, thin path on or off: after rank 1 left, rank 0's pending wait_until fails
+@pytest.mark.parametrize("inline", [True, False], ids=["inline_on", "inline_off"])
+def test_every_call_on_a_failed_window_raises_at_the_call(inline: bool, tmp_path: Path) -> None:
+    """Under mpiexec, inline paths on or off: after rank 1 left, rank 0's pending wait_until fails
     and every later call raises PeerFailed at the call (the in-process twin is in
     tests/test_failures.py)."""
-    env = {RESULTS_DIR: str(tmp_path)} | ({} if thin else {"AIORMA_THIN": "0"})
+    env = {RESULTS_DIR: str(tmp_path)} | ({} if inline else {"AIORMA_INLINE": "0"})
     outcome = launch_mpi(SCRIPT, 3, "calls", timeout=60, env=env)
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
     assert results[1] == {"error": "ValueError", "message": "rank 1 leaves"}, outcome.describe()

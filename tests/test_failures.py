@@ -303,15 +303,15 @@ async def calls_on_a_failed_window(comm: aiorma.Comm, failing: int) -> dict[str,
     return seen
 
 
-@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
+@pytest.mark.parametrize("inline", [True, False], ids=["inline_on", "inline_off"])
 def test_every_call_on_a_failed_window_raises_at_the_call(
-    thin: bool, monkeypatch: pytest.MonkeyPatch
+    inline: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a peer failed, a pending wait_until fails with PeerFailed and every later call —
     wait after a post, unlock of a held lock, complete of an ungranted start, RMA, flush,
     wait_until, new epochs — raises PeerFailed at the call, whichever path serves the call."""
-    if not thin:
-        monkeypatch.setenv("AIORMA_THIN", "0")
+    if not inline:
+        monkeypatch.setenv("AIORMA_INLINE", "0")
     results: dict[int, dict[str, str]] = {}
 
     async def main(comm: aiorma.Comm) -> None:

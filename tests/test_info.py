@@ -49,17 +49,17 @@ def test_info_without_mpi_reports_versions_and_the_local_transport() -> None:
 
 
 def test_set_switches_are_reported_with_what_they_do(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIORMA_THIN", "0")
+    monkeypatch.setenv("AIORMA_INLINE", "0")
     monkeypatch.setenv("AIORMA_NOT_A_SWITCH", "1")
     monkeypatch.setenv("MPIR_CVAR_NOLOCAL", "1")
     monkeypatch.setenv("UCX_TLS", "tcp")
     report = aiorma.info(mpi=False)
-    assert report.aiorma_environment["AIORMA_THIN"] == "0"
+    assert report.aiorma_environment["AIORMA_INLINE"] == "0"
     assert report.mpi_environment["MPIR_CVAR_NOLOCAL"] == "1"
     assert report.mpi_environment["UCX_TLS"] == "tcp"
-    assert "AIORMA_THIN" not in report.mpi_environment
+    assert "AIORMA_INLINE" not in report.mpi_environment
     text = report.text()
-    assert f"AIORMA_THIN=0  ({diagnostics.SWITCHES['AIORMA_THIN']})" in text
+    assert f"AIORMA_INLINE=0  ({diagnostics.SWITCHES['AIORMA_INLINE']})" in text
     assert "AIORMA_NOT_A_SWITCH=1  (not a variable aiorma reads)" in text
 
 
@@ -144,12 +144,12 @@ print(json.dumps([report.thread_level, list(report.transports), report.mpi_probl
 @pytest.mark.mpi
 @pytest.mark.timeout(150)
 def test_info_under_mpiexec_at_two_ranks() -> None:
-    outcome = launch_mpi(SCRIPTS / "info_check.py", 2, timeout=120, env={"AIORMA_THIN": "0"})
+    outcome = launch_mpi(SCRIPTS / "info_check.py", 2, timeout=120, env={"AIORMA_INLINE": "0"})
     assert outcome.ok, outcome.describe()
     printed = json.loads(outcome.stdout)  # rank 0 alone printed, one JSON object
     assert printed["size"] == 2 and printed["rank"] == 0
     assert [place["rank"] for place in printed["nodes"]] == [0, 1]
-    assert printed["aiorma_environment"]["AIORMA_THIN"] == "0"
+    assert printed["aiorma_environment"]["AIORMA_INLINE"] == "0"
     # The launcher's variables: hydra's PMI_*, Open MPI's OMPI_*.
     assert any(name.startswith(("PMI_", "OMPI_")) for name in printed["mpi_environment"])
 

@@ -1,7 +1,7 @@
 """Every check of the registry (tests/registry.py: the shared scenarios and the collectives
 battery) at each of its world sizes on each transport, one test per check:
-``test_check[<transport>-<size>-<check>]``, and each again with the engine's thin path off
-(``...-thin_off``): the thin path must change nothing a check can see.
+``test_check[<transport>-<size>-<check>]``, and each again with the inline paths off
+(``...-inline_off``): the inline paths must change nothing a check can see.
 
 * ``local``: in-process ranks through ``aiorma.run(..., nprocs=size)``;
 * ``simulated``: the simulated network on a virtual clock (conftest.run_simulated_ranks);
@@ -30,8 +30,8 @@ def test_check(
 ) -> None:
     case = registry_case
     check = REGISTRY[case.name]
-    if not case.thin:
-        monkeypatch.setenv("AIORMA_THIN", "0")  # read when the connection opens
+    if not case.inline:
+        monkeypatch.setenv("AIORMA_INLINE", "0")  # read when the connection opens
     if case.transport == "local":
         assert aiorma.run(check.run, nprocs=case.size) == [None] * case.size
     elif case.transport == "simulated":
@@ -40,7 +40,7 @@ def test_check(
         pytest.importorskip("mpi4py")
         if case.transport == "mpi_2nodes" and (reason := emulation_unavailable()) is not None:
             pytest.skip(reason)
-        failure = mpi_registry_jobs.job(case.transport, case.size, case.thin).failure(case.name)
+        failure = mpi_registry_jobs.job(case.transport, case.size, case.inline).failure(case.name)
         assert failure is None, failure
 
 

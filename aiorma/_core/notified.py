@@ -55,10 +55,10 @@ class NotifiedAccess:
     """The notified-access calls of one window.  :class:`aiorma.Window`'s ``signal``,
     ``put_signal`` and ``wait_until`` delegate here; their docstrings state the contracts.
 
-    Besides the window, the constructor takes what the window keeps private: its progress
-    ``driver`` and transport ``endpoint``, whether calls may finish inside the call
-    (``inline``: off with ``AIORMA_THIN=0``), and its checks — ``check_open`` refuses every call of a failed, freed or
-    closed window; ``plain`` is the exact-type test of the common RMA call (1-D array of the
+    Besides the window, the constructor takes what the window keeps private: its progress ``driver``
+    and transport ``endpoint``, whether a signal may be written inside the call (``inline``: off
+    with ``AIORMA_INLINE=0``), and its checks — ``check_open`` refuses every call of a failed, freed
+    or closed window; ``plain`` is the exact-type test of the common RMA call (1-D array of the
     window's dtype, plain int rank and displacement, in bounds); ``check_span`` refuses a rank or
     element range out of bounds and returns the rank and displacement as Python ints; ``value``
     returns a value as one element of the window's dtype, or refuses it.

@@ -16,7 +16,10 @@ from collections.abc import Mapping
 import attrs
 
 #: The names of aiorma's own variables (see :meth:`Settings.from_environment`).
-THIN_ENV = "AIORMA_THIN"
+INLINE_ENV = "AIORMA_INLINE"
+#: Its name before the engine had one path (it also turned off a second, "thin" engine path):
+#: still honoured when ``AIORMA_INLINE`` is unset.
+RETIRED_INLINE_ENV = "AIORMA_THIN"
 PROGRESS_THREAD_ENV = "AIORMA_PROGRESS_THREAD"
 LIVENESS_ENV = "AIORMA_LIVENESS"
 TRACE_ENV = "AIORMA_TRACE"
@@ -29,7 +32,7 @@ class Settings:
     """The switches one connection runs with; the defaults are the environment's defaults.
     :meth:`from_environment` says what each one is."""
 
-    thin: bool = True
+    inline: bool = True
     progress_thread: bool = True
     liveness: bool = True
     mpich_nolocal: bool = False
@@ -39,10 +42,10 @@ class Settings:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The switches as the environment (``environ``, default ``os.environ``) sets them now.
 
-        ``AIORMA_THIN`` (default ``1``)
-            ``0`` turns off the engine's thin path (epochs and RMA calls served inside the call,
-            without engine actions), inline waiting (awaiting a pending Request polls for a few
-            tens of microseconds before it suspends) and the MPI transport's off-node fast paths
+        ``AIORMA_INLINE`` (default ``1``; ``AIORMA_THIN``, its retired name, is read when it is unset)
+            ``0`` turns off inline waiting (awaiting a pending Request polls for a few tens of
+            microseconds before it suspends), notified signals written inside the call, and the
+            MPI transport's off-node fast paths
             (puts, gets and notifications into another node's allocated memory as plain puts
             completed by ``Flush``; atomics into a peer that runs the progress thread made
             inline).  For tests that check both ways give the same results; any other value
@@ -68,7 +71,7 @@ class Settings:
         """
         env = os.environ if environ is None else environ
         return cls(
-            thin=env.get(THIN_ENV, "1") != "0",
+            inline=env.get(INLINE_ENV, env.get(RETIRED_INLINE_ENV, "1")) != "0",
             progress_thread=env.get(PROGRESS_THREAD_ENV, "1") not in ("", "0"),
             liveness=env.get(LIVENESS_ENV, "1") not in ("", "0"),
             mpich_nolocal=any(env.get(name, "0") not in ("", "0") for name in NOLOCAL_VARIABLES),

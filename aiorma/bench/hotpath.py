@@ -19,12 +19,12 @@ of every case:
 
 It reports the median over ``--repeats`` rounds of the time per repetition in microseconds (µs)
 and the ratio aiorma / mpi4py: the Python price of aiorma's layers (validation, engine, driver,
-Request) for each case.  ``AIORMA_THIN=0`` in the environment turns the engine's thin path off,
+Request) for each case.  ``AIORMA_INLINE=0`` in the environment turns the engine's thin path off,
 to measure what it buys.  ``--plot DIR`` draws the ratios into ``DIR/hotpath_ratio.png``, beside
 those of an earlier ``--json`` result given with ``--compare`` (e.g. the same run with the thin
 path off):
 
-    AIORMA_THIN=0 python -m aiorma.bench hotpath --json off.json
+    AIORMA_INLINE=0 python -m aiorma.bench hotpath --json off.json
     python -m aiorma.bench hotpath --json on.json --plot docs/img --compare off.json
 """
 
@@ -240,7 +240,7 @@ def main(argv: list[str]) -> int:
     result = aiorma.run(run, options, backend=options.backend)
     if launched_rank() != 0:
         return 0
-    thin = Settings.from_environment().thin
+    thin = Settings.from_environment().inline
     print(
         f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}, {options.backend}; "
         "µs per repetition"

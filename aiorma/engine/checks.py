@@ -30,6 +30,14 @@ def check_rank(rank: int, size: int) -> int:
 def check_group(group: Iterable[int], size: int) -> tuple[int, ...]:
     """``group`` as a tuple of distinct ranks in ``[0, size)``; raises RmaUsageError (not an
     iterable of integers, a rank twice) or RmaRangeError (a rank out of range, a bool)."""
+    if type(group) is list or type(group) is tuple:  # the common case: plain ints, no conversion
+        members = tuple(group)
+        for rank in members:
+            if type(rank) is not int or not 0 <= rank < size:
+                break
+        else:
+            if len(set(members)) == len(members):
+                return members
     try:
         given = tuple(group)
     except TypeError:

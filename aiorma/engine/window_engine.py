@@ -85,24 +85,24 @@ _Slot = tuple[EpochKind, int | None]
 
 
 _FENCE_SLOT: _Slot = (EpochKind.FENCE, None)
+_NO_OVERLAPS: frozenset[int] = frozenset()
 _START_SLOT: _Slot = (EpochKind.START, None)
 _POST_SLOT: _Slot = (EpochKind.POST, None)
 _LOCK_ALL_SLOT: _Slot = (EpochKind.LOCK_ALL, None)
 
 
-def _slot_of(epoch: Epoch) -> _Slot:
-    return (epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
-
-
 def _application_call(
     method: Callable[Concatenate[WindowEngine, _P], _R],
 ) -> Callable[Concatenate[WindowEngine, _P], _R]:
-    """Guard an application call like a network event: a usage error (raised by the checks,
+    """Refuse every call of a failed or freed window, and guard an application call like a
+    network event: a usage error (raised by the checks,
     before anything changed) reaches the caller as is; any other exception is an internal
     inconsistency that fails the window for good and is raised as the window's failure."""
 
     @functools.wraps(method)
     def call(engine: WindowEngine, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if engine.failure is not None or engine.freeing:
+            engine._check_usable()  # a failed or freed window refuses every call
         try:
             result = method(engine, *args, **kwargs)
             if engine._flushes_inline:
@@ -154,6 +154,7 @@ class WindowEngine:
         self.size = size
         self.info = info if info is not None else Info()
         self.peers = [PeerTrait() for _ in range(size)]
+        self._everyone = tuple(range(size))  # a fence epoch's group
         self.layout = ControlLayout(size)
         #: This rank's control region (int64, ``layout.words``); peers write it, we read it.
         self.control = control if control is not None else np.zeros(self.layout.words, np.int64)
@@ -235,12 +236,12 @@ class WindowEngine:
         MODE_NOSUCCEED).  The token finishes when the closed epoch completes on this process —
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
         nothing is closed, once the new epoch is activated."""
-        self._check_usable()
-        check_assertion(assertion)
+        if type(assertion) is not int or assertion:
+            check_assertion(assertion)
         closing = self._open.get(_FENCE_SLOT)
-        others = [e for e in self.open_epochs() if e.kind is not EpochKind.FENCE]
-        if others:
-            raise EpochError(f"fence while a {others[0].kind.value} epoch is open")
+        if len(self._open) > (closing is not None):
+            other = next(e for e in self._open.values() if e.kind is not EpochKind.FENCE)
+            raise EpochError(f"fence while a {other.kind.value} epoch is open")
         if closing is not None and assertion & MODE_NOPRECEDE and closing.has_ops:
             raise EpochError("MODE_NOPRECEDE, but the open fence epoch has RMA calls to close")
         opening = not assertion & MODE_NOSUCCEED
@@ -251,7 +252,7 @@ class WindowEngine:
             self._close(closing, token)
         if opening:
             open_token = token if closing is None else self._new_token()
-            epoch = self._open_epoch(EpochKind.FENCE, tuple(range(self.size)), assertion, open_token)
+            epoch = self._open_epoch(EpochKind.FENCE, self._everyone, assertion, open_token)
             epoch.fence_ordinal = self._fences_opened
             if closing is None:
                 # Tell peers they may reach this process in the new epoch.  After a closing fence
@@ -266,10 +267,11 @@ class WindowEngine:
     def post(self, group: Iterable[int], assertion: int = 0) -> int:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
-        self._check_usable()
-        check_assertion(assertion)
+        if type(assertion) is not int or assertion:
+            check_assertion(assertion)
         members = check_group(group, self.size)
-        self._check_may_open(EpochKind.POST)
+        if self._open:
+            self._check_may_open(EpochKind.POST)
         token = self._new_token()
         self._open_epoch(EpochKind.POST, members, assertion, token)
         self._activate_ready()
@@ -279,10 +281,11 @@ class WindowEngine:
     def start(self, group: Iterable[int], assertion: int = 0) -> int:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
-        self._check_usable()
-        check_assertion(assertion)
+        if type(assertion) is not int or assertion:
+            check_assertion(assertion)
         members = check_group(group, self.size)
-        self._check_may_open(EpochKind.START)
+        if self._open:
+            self._check_may_open(EpochKind.START)
         token = self._new_token()
         self._open_epoch(EpochKind.START, members, assertion, token)
         self._activate_ready()
@@ -292,7 +295,6 @@ class WindowEngine:
     def complete(self) -> int:
         """Close the open start epoch.  Token: finished when its RMA is complete at every target
         and each target has been sent its "done"."""
-        self._check_usable()
         epoch = self._open.get(_START_SLOT)
         if epoch is None:
             raise EpochError("complete() without a matching start()")
@@ -304,7 +306,6 @@ class WindowEngine:
     def wait(self) -> int:
         """Close the open post epoch.  Token: finished when every origin in its group has
         completed its matching access epoch."""
-        self._check_usable()
         epoch = self._open.get(_POST_SLOT)
         if epoch is None:
             raise EpochError("wait() without a matching post()")
@@ -316,7 +317,6 @@ class WindowEngine:
     def test(self) -> bool:
         """MPI_WIN_TEST: if the open post epoch has completed its exposure, close it and return
         True; otherwise change nothing and return False."""
-        self._check_usable()
         epoch = self._open.get(_POST_SLOT)
         if epoch is None:
             raise EpochError("test() without a matching post()")
@@ -331,9 +331,10 @@ class WindowEngine:
     def lock(self, rank: int, lock_type: LockType = LockType.EXCLUSIVE, assertion: int = 0) -> int:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
-        self._check_usable()
-        check_assertion(assertion)
-        rank = check_rank(rank, self.size)
+        if type(assertion) is not int or assertion:
+            check_assertion(assertion)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         try:
             if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
                 lock_type = LockType(lock_type)
@@ -343,7 +344,8 @@ class WindowEngine:
             ) from None
         if (EpochKind.LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
-        self._check_may_open(EpochKind.LOCK)
+        if self._open:
+            self._check_may_open(EpochKind.LOCK)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
         self._activate_ready()
@@ -353,8 +355,8 @@ class WindowEngine:
     def unlock(self, rank: int) -> int:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
-        self._check_usable()
-        rank = check_rank(rank, self.size)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         epoch = self._open.get((EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
@@ -366,9 +368,10 @@ class WindowEngine:
     def lock_all(self, assertion: int = 0) -> int:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
-        self._check_usable()
-        check_assertion(assertion)
-        self._check_may_open(EpochKind.LOCK_ALL)
+        if type(assertion) is not int or assertion:
+            check_assertion(assertion)
+        if self._open:
+            self._check_may_open(EpochKind.LOCK_ALL)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
         self._activate_ready()
@@ -378,7 +381,6 @@ class WindowEngine:
     def unlock_all(self) -> int:
         """Close the lock_all epoch.  Token: finished when all its RMA is complete at the targets
         and every lock is released."""
-        self._check_usable()
         epoch = self._open.get(_LOCK_ALL_SLOT)
         if epoch is None:
             raise EpochError("unlock_all() without a matching lock_all()")
@@ -397,8 +399,8 @@ class WindowEngine:
         Token: finished when they are complete at the target.  It also answers flush_local:
         remote completion implies local completion, and MPI's flush is no slower than its
         flush_local for the allocated windows aiorma uses."""
-        self._check_usable()
-        rank = check_rank(rank, self.size)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
@@ -406,7 +408,7 @@ class WindowEngine:
         if (
             not self._flush_waiters
             and access.phase is TargetPhase.GRANTED
-            and self.flush_now(rank, access.last_seq)
+            and self._remotely_complete(rank, access.last_seq)
         ):
             token = self._next_token  # complete already, or by a flush answered inside the call
             self._next_token += 1
@@ -420,18 +422,17 @@ class WindowEngine:
         every RMA call made in it towards ``rank`` is complete there — already, or by a flush the
         I/O completed inside this call.  False changes nothing but perhaps asking for that flush
         (whose report is acted on as any flush's)."""
-        if self._flush_waiters or self.failure is not None or self.freeing or type(rank) is not int:
+        if self._flush_waiters or type(rank) is not int:
             return False
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             return False
         access = epoch.access[rank]
-        return access.phase is TargetPhase.GRANTED and self.flush_now(rank, access.last_seq)
+        return access.phase is TargetPhase.GRANTED and self._remotely_complete(rank, access.last_seq)
 
     @_application_call
     def flush_all(self) -> int:
         """:meth:`flush` towards every target of the open passive-target epochs."""
-        self._check_usable()
         epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
         if not epochs:
             raise EpochError("flush_all() outside a lock or lock_all epoch")
@@ -482,7 +483,6 @@ class WindowEngine:
     def free(self) -> int:
         """Refuse further calls and finish the token once every epoch has completed (rule 10b).
         Raises EpochError, changing nothing, while an epoch with RMA calls is still open."""
-        self._check_usable()
         open_now = self.open_epochs()
         blocking = [e for e in open_now if not (e.kind is EpochKind.FENCE and not e.has_ops)]
         if blocking:
@@ -600,29 +600,33 @@ class WindowEngine:
         fence = self._open.get(_FENCE_SLOT)
         if kind is not EpochKind.FENCE and fence is not None:
             self._close(fence, self._new_token())
+        opened = self._open
         epoch = Epoch(
             id=self._next_epoch_id,
             kind=kind,
             group=group,
             assertion=assertion,
             predecessor=self._last_kind,
-            overlaps=frozenset(e.id for e in self._open.values()),
+            overlaps=frozenset([e.id for e in opened.values()]) if opened else _NO_OVERLAPS,
             open_token=open_token,
             lock_type=lock_type,
         )
         self._next_epoch_id += 1
         self._last_kind = kind
         if kind in ACCESS_KINDS:
-            epoch.access = {r: AccessTarget(r) for r in group}
+            if len(group) == 1:
+                epoch.access = {group[0]: AccessTarget(group[0])}
+            else:
+                epoch.access = {r: AccessTarget(r) for r in group}
         self._deferred.append(epoch)
-        self._open[_slot_of(epoch)] = epoch
+        opened[(kind, group[0]) if kind is EpochKind.LOCK else (kind, None)] = epoch
         if self.history is not None or self.observer is not None:  # tracing only
             self._emit(EpochEvent("open", epoch.id, epoch.kind))
         return epoch
 
     def _close(self, epoch: Epoch, token: int) -> None:
         epoch.close_token = token
-        del self._open[_slot_of(epoch)]
+        del self._open[(epoch.kind, epoch.group[0]) if epoch.kind is EpochKind.LOCK else (epoch.kind, None)]
         self._move_epoch(epoch, EpochStep.CLOSE)
         self._advance(epoch)
 
@@ -639,9 +643,12 @@ class WindowEngine:
             while self._activate_again:
                 self._activate_again = False
                 deferred = self._deferred
-                while deferred and may_activate(deferred[0], self._active, self.info, self._window_locked):
+                active = self._active
+                while deferred and (
+                    not active or may_activate(deferred[0], active, self.info, self._window_locked)
+                ):
                     epoch = deferred.popleft()
-                    self._active.append(epoch)
+                    active.append(epoch)
                     self._activate(epoch)
         finally:
             self._activating = False
@@ -702,7 +709,8 @@ class WindowEngine:
                     self._grant(epoch, access)
             self._complete_token(epoch.open_token)
         self._check_open_token(epoch)
-        self._advance(epoch)
+        if epoch.phase is EpochPhase.CLOSING:
+            self._advance(epoch)
 
     def _grants_arrived(self, src: int, granted_id: int) -> None:
         for epoch in self._live_of(EpochKind.START):
@@ -717,7 +725,8 @@ class WindowEngine:
     def _lock_granted(self, epoch: Epoch, access: AccessTarget) -> None:
         self._grant(epoch, access)
         self._check_open_token(epoch)
-        self._advance(epoch)
+        if epoch.phase is EpochPhase.CLOSING:
+            self._advance(epoch)
 
     def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
         del self._locks[access.rank]
@@ -765,9 +774,7 @@ class WindowEngine:
             if needs_grant and phase not in GRANTED_PHASES:
                 finished = False
                 continue
-            peer = self.peers[access.rank]
-            if peer.remote_complete_seq < access.last_seq:
-                self._request_flush(access.rank)
+            if not self._remotely_complete(access.rank, access.last_seq):
                 finished = False
                 continue
             lock = access.lock
@@ -810,10 +817,13 @@ class WindowEngine:
         self._active.remove(epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
-        self._complete_token(epoch.open_token)
+        if epoch.open_token in self._pending_tokens:
+            self._complete_token(epoch.open_token)
         self._complete_token(epoch.close_token)
-        self._activate_ready()
-        self._check_free()
+        if self._deferred:
+            self._activate_ready()
+        if self._free_token is not None:
+            self._check_free()
 
     def _check_free(self) -> None:
         if self._free_token is not None and not self._active and not self._deferred:
@@ -822,39 +832,37 @@ class WindowEngine:
 
     # ------------------------------------------------------------------ RMA and flushes
 
-    def issue_seq(self, target: int) -> int:
-        """The next issue sequence number towards ``target``: per target, monotonic; an access's
-        RMA is remotely complete once the target's flushed watermark reaches its last one."""
-        peer = self.peers[target]
-        peer.issued_seq += 1
-        return peer.issued_seq
-
-    def flush_now(self, target: int, last_seq: int) -> bool:
-        """True when every op towards ``target`` up to ``last_seq`` is remotely complete — already,
-        or by a flush the I/O completes inside this call.  False: the flush is in flight, and
-        :meth:`flushed` reports it later (the general path waits for it)."""
-        peer = self.peers[target]
-        if peer.remote_complete_seq >= last_seq:
-            return True
-        upto = peer.issued_seq
-        peer.flush_requested = max(peer.flush_requested, upto)
-        if not self.io.flush(target, upto):
-            return False
-        self._flushed(target, upto)  # an epoch or a flush may be waiting for this one
-        return True
-
     def _issue(self, epoch: Epoch, access: AccessTarget, token: int, payload: Any) -> None:
-        access.last_seq = self.issue_seq(access.rank)
+        # Issue sequence numbers are per target and monotonic: an access's RMA is remotely
+        # complete once the target's flushed watermark reaches its last one.
+        peer = self.peers[access.rank]
+        peer.issued_seq += 1
+        access.last_seq = peer.issued_seq
         self.io.issue(token, access.rank, payload)
         if self.history is not None or self.observer is not None:
             self._emit(EpochEvent("issue", epoch.id, epoch.kind, access.rank))
 
-    def _request_flush(self, target: int) -> None:
+    def _remotely_complete(self, target: int, last_seq: int) -> bool:
+        """True when every op towards ``target`` up to ``last_seq`` is remotely complete: already,
+        or by a flush the I/O completed inside this call.  False: a flush is in flight, and
+        :meth:`flushed` will report it."""
+        return self.peers[target].remote_complete_seq >= last_seq or self._request_flush(target)
+
+    def _request_flush(self, target: int) -> bool:
+        """Ask for a flush of every op issued to ``target`` (unless one is asked for already).
+        True when the I/O completed it inside the call: the watermark moves now, so the step that
+        asked goes on at once; the other epochs and flushes that wait on ``target`` hear of it at
+        the end of the outermost call (:meth:`_settle`), never in the middle of this step."""
         peer = self.peers[target]
-        if peer.issued_seq > peer.flush_requested:
-            upto = peer.flush_requested = peer.issued_seq
-            if self.io.flush(target, upto):  # complete already: acted on once this step is over
-                self._flushes_inline.append((target, upto))
+        if peer.issued_seq <= peer.flush_requested:
+            return False  # in flight already
+        upto = peer.flush_requested = peer.issued_seq
+        if not self.io.flush(target, upto):
+            return False
+        peer.remote_complete_seq = upto
+        if len(self._active) > 1 or self._flush_waiters:
+            self._flushes_inline.append((target, upto))
+        return True
 
     def _service_flush_waiters(self) -> None:
         if not self._flush_waiters:

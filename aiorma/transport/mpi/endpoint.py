@@ -75,12 +75,12 @@ class MpiEndpoint:
         # Shared memory between ranks of one host, unless MPICH was told not to use it.
         shared = not settings.mpich_nolocal
         self._passive = [shared and host == here for host in hosts]
-        # Off-node fast paths, off with the thin path (AIORMA_THIN=0; the tests run both ways):
+        # Off-node fast paths, off with the thin path (AIORMA_INLINE=0; the tests run both ways):
         # puts, gets and notifications into another node's allocated memory as plain puts
         # completed by Flush (the network delivers them without the target's CPU), and atomics
         # into a peer that runs the progress thread made inline (_answered_by_peer).  Off, they
         # are accumulates served by the target's progress, as before.
-        self._passive_puts = settings.thin
+        self._passive_puts = settings.inline
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"

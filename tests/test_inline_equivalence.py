@@ -1,7 +1,8 @@
-"""The thin path changes nothing: seeded random programs (tests/random_program.py) give the same
-window contents and gets with the thin path on and off (``AIORMA_THIN=0``), equal to the outcome
-computed without aiorma, on the local transport and under mpiexec (one node and two emulated
-nodes).  The scenario registry runs both ways too (tests/test_registry.py, ``...-thin_off``)."""
+"""The inline paths (inline waiting, signals written inside the call, the MPI transport's off-node fast
+paths) change nothing: seeded random programs (tests/random_program.py) give the same window
+contents and gets with the inline paths on and off (``AIORMA_INLINE=0``), equal to the outcome
+computed without aiorma, on the local transport and under mpiexec (one node and two emulated nodes).
+The scenario registry runs both ways too (tests/test_registry.py, ``...-inline_off``)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ MPI_SEEDS = [3, 7, 11]
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("size", [2, 3])
-@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
-def test_random_programs_local(size: int, thin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not thin:
-        monkeypatch.setenv("AIORMA_THIN", "0")
+@pytest.mark.parametrize("inline", [True, False], ids=["inline_on", "inline_off"])
+def test_random_programs_local(size: int, inline: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not inline:
+        monkeypatch.setenv("AIORMA_INLINE", "0")
     for seed in LOCAL_SEEDS:
         program = make_program(seed, size)
 
@@ -38,11 +39,11 @@ def test_random_programs_local(size: int, thin: bool, monkeypatch: pytest.Monkey
 
 
 def _mpi_outcomes(
-    size: int, thin: bool, emulate_nodes: int, monkeypatch: pytest.MonkeyPatch
+    size: int, inline: bool, emulate_nodes: int, monkeypatch: pytest.MonkeyPatch
 ) -> dict[int, list[dict[str, Any]]]:
     with monkeypatch.context() as patch:
-        if not thin:
-            patch.setenv("AIORMA_THIN", "0")  # the ranks inherit the environment
+        if not inline:
+            patch.setenv("AIORMA_INLINE", "0")  # the ranks inherit the environment
         seeds = [str(s) for s in MPI_SEEDS]
         per_rank = run_mpi_json(SCRIPT, size, *seeds, timeout=150, emulate_nodes=emulate_nodes)
     return {seed: [outcomes[str(seed)] for outcomes in per_rank] for seed in MPI_SEEDS}
@@ -59,17 +60,17 @@ def test_random_programs_mpi_both_ways(emulate_nodes: int, monkeypatch: pytest.M
     off = _mpi_outcomes(size, False, emulate_nodes, monkeypatch)
     for seed in MPI_SEEDS:
         expected = expected_outcome(make_program(seed, size), size)
-        assert on.get(seed) == expected, f"seed {seed}, thin path on"
-        assert off.get(seed) == expected, f"seed {seed}, thin path off"
+        assert on.get(seed) == expected, f"seed {seed}, inline paths on"
+        assert off.get(seed) == expected, f"seed {seed}, inline paths off"
 
 
-@pytest.mark.parametrize("thin", [True, False], ids=["thin_on", "thin_off"])
+@pytest.mark.parametrize("inline", [True, False], ids=["inline_on", "inline_off"])
 @pytest.mark.parametrize("call", ["lock", "post", "start", "fence"])
-def test_odd_assertions_are_refused_alike(call: str, thin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_odd_assertions_are_refused_alike(call: str, inline: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """An assertion that is not an int combination of MODE_* flags (0.0, -1, 2.5) is refused at
-    the call with the thin path on as with it off, and changes nothing."""
-    if not thin:
-        monkeypatch.setenv("AIORMA_THIN", "0")
+    the call with the inline paths on as with it off, and changes nothing."""
+    if not inline:
+        monkeypatch.setenv("AIORMA_INLINE", "0")
 
     async def main(comm: aiorma.Comm) -> list[str]:
         win = await comm.win_allocate(2, np.int64)
