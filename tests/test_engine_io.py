@@ -95,9 +95,6 @@ class _InlineIO:
         assert error is None, error
         self.net.completed[self.rank].append(token)
 
-    def atomics_inline(self, dest: int) -> bool:
-        return True
-
 
 def test_lock_granted_and_released_inside_the_calls() -> None:
     net = InlineNet(2)

@@ -64,7 +64,7 @@ class Context:
         #: (``time.perf_counter``).  Written by ``Request.__await__`` (aiorma.request) after every
         #: suspension and fair-slice checkpoint, read there on every await (is a checkpoint due?)
         #: and by the rank's ``Waiter`` (aiorma._core.waiter): a program awaiting aiorma calls is
-        #: activity even when every call finished inside itself (the thin path wakes no one), so
+        #: activity even when every call finished inside itself (such calls wake no one), so
         #: the waiter keeps spinning instead of announcing a park, which costs atomics into every
         #: peer's presence word.
         self.last_await = 0.0

@@ -43,7 +43,7 @@ class _EngineIO:
     goes to the transport at once; an RMA operation complete at issue and a finished token are
     recorded for the Request that the call returning them is about to make."""
 
-    __slots__ = ("_driver", "_endpoint", "_win_id", "atomics_inline", "complete", "fetch", "flush", "write")
+    __slots__ = ("_driver", "_endpoint", "_win_id", "complete", "fetch", "flush", "write")
 
     def __init__(self, driver: ProgressDriver, endpoint: Endpoint, win_id: int) -> None:
         self._driver = driver
@@ -57,7 +57,6 @@ class _EngineIO:
             endpoint.control_write, win_id
         )
         self.flush: Callable[[int, int], bool] = functools.partial(endpoint.flush, win_id)
-        self.atomics_inline: Callable[[int], bool] = endpoint.atomics_inline
         # A finished token: the Request the call returning it is about to make is returned
         # finished, or the Request already made is finished.
         self.complete: Callable[[int, BaseException | None], None] = functools.partial(driver._finish, win_id)
@@ -85,7 +84,7 @@ class ProgressDriver:
         self._events: deque[tuple[Any, ...]] = deque()
         self._pumping = False
         self._polled = endpoint.polled
-        #: The thin path and inline waiting (off with AIORMA_INLINE=0, for equivalence tests).
+        #: Inline waiting and signals (off with AIORMA_INLINE=0, for equivalence tests).
         self.inline = settings.inline
         self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
         #: What Requests poll inside their await with (None: suspend at once; AIORMA_INLINE=0 or the

@@ -155,7 +155,7 @@ class Waiter:
         endpoint = self._endpoint
         spin, shared_core = _SPIN, self.oversubscribed
         # The loop's thread's Context: a program awaiting aiorma Requests (its last_await) is
-        # activity even when every call finished inside itself (the thin path wakes no one).
+        # activity even when every call finished inside itself (such calls wake no one).
         thread = context()
         while self._running:
             active = self._poll()

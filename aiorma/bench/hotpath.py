@@ -17,12 +17,12 @@ of every case:
 * ``pscw``: start/put/complete at the origin against post/wait at the target;
 * ``put``, ``flush``: the single calls inside lock_all (aiorma's Python cost per call).
 
-It reports the median over ``--repeats`` rounds of the time per repetition in microseconds (µs)
-and the ratio aiorma / mpi4py: the Python price of aiorma's layers (validation, engine, driver,
-Request) for each case.  ``AIORMA_INLINE=0`` in the environment turns the engine's thin path off,
-to measure what it buys.  ``--plot DIR`` draws the ratios into ``DIR/hotpath_ratio.png``, beside
-those of an earlier ``--json`` result given with ``--compare`` (e.g. the same run with the thin
-path off):
+It reports the median over ``--repeats`` rounds of the time per repetition in microseconds (µs) and
+the ratio aiorma / mpi4py: the Python price of aiorma's layers (validation, engine, driver, Request)
+for each case. ``AIORMA_INLINE=0`` in the environment turns the inline paths off (inline waiting,
+the transport's off-node fast paths), to measure what they buy. ``--plot DIR`` draws the ratios into
+``DIR/hotpath_ratio.png``, beside those of an earlier ``--json`` result given with ``--compare``
+(e.g. the same run with the inline paths off):
 
     AIORMA_INLINE=0 python -m aiorma.bench hotpath --json off.json
     python -m aiorma.bench hotpath --json on.json --plot docs/img --compare off.json
@@ -240,9 +240,9 @@ def main(argv: list[str]) -> int:
     result = aiorma.run(run, options, backend=options.backend)
     if launched_rank() != 0:
         return 0
-    thin = Settings.from_environment().inline
+    inline = Settings.from_environment().inline
     print(
-        f"hotpath, {options.ranks} ranks, thin path {'on' if thin else 'off'}, {options.backend}; "
+        f"hotpath, {options.ranks} ranks, inline paths {'on' if inline else 'off'}, {options.backend}; "
         "µs per repetition"
     )
     print(f"hotpath, {mpi_library_name()}")
@@ -256,7 +256,7 @@ def main(argv: list[str]) -> int:
         options.json.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "ranks": options.ranks,
-            "thin": thin,
+            "inline": inline,
             "backend": options.backend,
             "emulate_nodes": options.emulate_nodes,
             "us": result,
@@ -264,14 +264,15 @@ def main(argv: list[str]) -> int:
         }
         options.json.write_text(json.dumps(record, indent=1))
     if options.plot:
-        current = {"thin": thin, "ranks": options.ranks, "ratio": ratios}
+        current = {"inline": inline, "ranks": options.ranks, "ratio": ratios}
         earlier = json.loads(options.compare.read_text()) if options.compare else None
         print("wrote", plot(current, earlier, options.plot))
     return 0
 
 
 def _label(record: dict[str, Any]) -> str:
-    return f"aiorma, thin path {'on' if record['thin'] else 'off'}, {record['ranks']} ranks"
+    inline = record.get("inline", record.get("thin"))  # (results written before the rename)
+    return f"aiorma, inline paths {'on' if inline else 'off'}, {record['ranks']} ranks"
 
 
 def plot(current: dict[str, Any], earlier: dict[str, Any] | None, directory: Path) -> Path:

@@ -96,10 +96,6 @@ class EngineIO(Protocol):
     def complete(self, token: int, error: BaseException | None) -> None:
         """The engine finished ``token`` (with ``error``, or successfully)."""
 
-    def atomics_inline(self, dest: int) -> bool:
-        """True when :meth:`fetch` towards ``dest`` always answers inside the call (the lock's
-        steps can then all be taken in the application call that starts them)."""
-
 
 class ActionLog:
     """The :class:`EngineIO` of an engine driven by hand: every call becomes an action, kept in
@@ -132,9 +128,6 @@ class ActionLog:
 
     def complete(self, token: int, error: BaseException | None) -> None:
         self.actions.append(CompleteRequest(token, error))
-
-    def atomics_inline(self, dest: int) -> bool:
-        return False
 
 
 @attrs.frozen

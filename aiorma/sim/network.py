@@ -22,8 +22,6 @@ class SimNetwork(LocalNetwork):
     writes are noticed, at the times :class:`NetworkModel` gives.  Run ranks on it with
     :func:`run_simulated` (it needs a :class:`VirtualClockLoop` for meaningful times)."""
 
-    atomics_inline = False  # every fetching atomic takes the model's time
-
     def __init__(self, topology: Topology, params: NetworkParams | None = None) -> None:
         self.model = NetworkModel(topology, params)
         super().__init__(topology.size, op_delay=self._op_delay)

@@ -159,10 +159,6 @@ class Endpoint(Protocol):
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
     ) -> int | None: ...
 
-    def atomics_inline(self, dest: int) -> bool:
-        """True when :meth:`control_fetch` towards ``dest`` always answers inside the call (the
-        engine's thin path runs the lock protocol inline only then)."""
-
     def poll(self) -> bool:
         """Make progress; report completions and changed control regions to the sink.  True when
         anything was reported."""

@@ -59,9 +59,6 @@ class _Rendezvous:
 class LocalNetwork:
     """The shared medium of ``size`` in-process ranks."""
 
-    #: control_fetch answers inside the call (a subclass that models latency says False).
-    atomics_inline = True
-
     def __init__(
         self,
         size: int,
@@ -313,9 +310,6 @@ class LocalEndpoint:
 
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
         self.network.control_write(self.rank, dest, win_id, index, op, value)
-
-    def atomics_inline(self, dest: int) -> bool:
-        return self.network.atomics_inline
 
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int

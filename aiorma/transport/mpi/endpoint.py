@@ -75,7 +75,7 @@ class MpiEndpoint:
         # Shared memory between ranks of one host, unless MPICH was told not to use it.
         shared = not settings.mpich_nolocal
         self._passive = [shared and host == here for host in hosts]
-        # Off-node fast paths, off with the thin path (AIORMA_INLINE=0; the tests run both ways):
+        # Off-node fast paths, off with AIORMA_INLINE=0 (the tests run both ways):
         # puts, gets and notifications into another node's allocated memory as plain puts
         # completed by Flush (the network delivers them without the target's CPU), and atomics
         # into a peer that runs the progress thread made inline (_answered_by_peer).  Off, they
@@ -466,12 +466,6 @@ class MpiEndpoint:
             self._ctrl_inflight[key] = left
         else:
             del self._ctrl_inflight[key]
-
-    def atomics_inline(self, dest: int) -> bool:
-        """Control regions are allocated memory: atomics into a peer that shares ours are inline;
-        into a peer on another node too while the peers run their progress thread, which bounds
-        how long one can take (see :meth:`_answered_by_peer`)."""
-        return self._passive[dest] or self._answered_by_peer(dest)
 
     def _answered_by_peer(self, dest: int) -> bool:
         """True when an atomic into ``dest`` may block the loop: ``dest`` is on another node and
