@@ -194,6 +194,7 @@ class WindowEngine:
         self._actions: list[Action] = self.io.actions if isinstance(self.io, ActionLog) else []
         self._activating = False
         self._activate_again = False
+        self._advancing: Epoch | None = None  # the epoch _advance is pushing, if any
 
     # ------------------------------------------------------------------ output
 
@@ -708,7 +709,8 @@ class WindowEngine:
                 if access.rank == self.rank or opened >= epoch.fence_ordinal:
                     self._grant(epoch, access)
             self._complete_token(epoch.open_token)
-        self._check_open_token(epoch)
+        if epoch.open_token in self._pending_tokens:
+            self._check_open_token(epoch)
         if epoch.phase is EpochPhase.CLOSING:
             self._advance(epoch)
 
@@ -730,7 +732,8 @@ class WindowEngine:
 
     def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
         del self._locks[access.rank]
-        self._advance(epoch)
+        if self._advancing is not epoch:  # (inside _advance(epoch), it looks at the lock next)
+            self._advance(epoch)
 
     def _grant(self, epoch: Epoch, access: AccessTarget) -> None:
         """``access.rank`` granted this epoch: replay the RMA calls recorded for it, in order."""
@@ -754,57 +757,54 @@ class WindowEngine:
     # ------------------------------------------------------------ epoch life: completion
 
     def _advance(self, epoch: Epoch) -> None:
-        """Push a closed, active epoch towards completion: flush, notify, release, complete.
-
-        Re-entrant: releasing a lock can finish at once and call back here."""
+        """Push a closed, active epoch towards completion: flush, notify, release, complete."""
         if epoch.phase is not EpochPhase.CLOSING:
             return
-        if epoch.kind is EpochKind.POST:
-            if self._exposure_finished(epoch):
-                self._complete_epoch(epoch)
-            return
-        finished = True
-        for access in epoch.access.values():
-            phase = access.phase
-            if phase in CLOSED_OUT_PHASES:
-                continue
-            # An empty GATS access sends its "done" without waiting for the grant: a late post
-            # then costs this origin nothing (the target's counter remembers the done).
-            needs_grant = bool(access.op_count) or epoch.kind in PASSIVE_KINDS
-            if needs_grant and phase not in GRANTED_PHASES:
-                finished = False
-                continue
-            if not self._remotely_complete(access.rank, access.last_seq):
-                finished = False
-                continue
-            lock = access.lock
-            if lock is not None:
-                if not lock.release_requested:
-                    lock.release()  # data is remotely complete: give the lock back
-                    # A release finished inside the call has reported itself (_lock_released)
-                    # and advanced this epoch already: look at it again.
-                    if epoch.phase is not EpochPhase.CLOSING:
-                        return  # ... and completed it
-                    if access.phase in CLOSED_OUT_PHASES:
-                        continue
-                if not lock.done:
+        # (_lock_released reads it: a release finished inside this step is looked at here)
+        outer, self._advancing = self._advancing, epoch
+        try:
+            if epoch.kind is EpochKind.POST:
+                if self._exposure_finished(epoch):
+                    self._complete_epoch(epoch)
+                return
+            finished = True
+            for access in epoch.access.values():
+                phase = access.phase
+                if phase in CLOSED_OUT_PHASES:
+                    continue
+                # An empty GATS access sends its "done" without waiting for the grant: a late post
+                # then costs this origin nothing (the target's counter remembers the done).
+                needs_grant = bool(access.op_count) or epoch.kind in PASSIVE_KINDS
+                if needs_grant and phase not in GRANTED_PHASES:
                     finished = False
                     continue
-            self._move_target(access, TargetStep.CLOSE_OUT)
-            if epoch.kind is EpochKind.START:
-                self._raise(access.rank, Word.DONE, access.ordinal)
-        if epoch.kind is EpochKind.FENCE:
-            if finished and not epoch.fence_done_sent:
-                epoch.fence_done_sent = True
-                self._fence_done_sent = max(self._fence_done_sent, epoch.fence_ordinal)
-                self._send_fence_notice()
-            finished = epoch.fence_done_sent and all(
-                self.peers[r].fence_done_received >= epoch.fence_ordinal
-                for r in range(self.size)
-                if r != self.rank
-            )
-        if finished:
-            self._complete_epoch(epoch)
+                if not self._remotely_complete(access.rank, access.last_seq):
+                    finished = False
+                    continue
+                lock = access.lock
+                if lock is not None:
+                    if not lock.release_requested:
+                        lock.release()  # data is remotely complete: give the lock back
+                    if not lock.done:  # (a release finished inside the call is done now)
+                        finished = False
+                        continue
+                self._move_target(access, TargetStep.CLOSE_OUT)
+                if epoch.kind is EpochKind.START:
+                    self._raise(access.rank, Word.DONE, access.ordinal)
+            if epoch.kind is EpochKind.FENCE:
+                if finished and not epoch.fence_done_sent:
+                    epoch.fence_done_sent = True
+                    self._fence_done_sent = max(self._fence_done_sent, epoch.fence_ordinal)
+                    self._send_fence_notice()
+                finished = epoch.fence_done_sent and all(
+                    self.peers[r].fence_done_received >= epoch.fence_ordinal
+                    for r in range(self.size)
+                    if r != self.rank
+                )
+            if finished:
+                self._complete_epoch(epoch)
+        finally:
+            self._advancing = outer
 
     def _exposure_finished(self, epoch: Epoch) -> bool:
         return all(
