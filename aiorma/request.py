@@ -7,15 +7,16 @@ from collections.abc import Callable, Generator
 from time import perf_counter  # (a global: the hot path below saves the module look-up)
 from typing import Any
 
+from ._core import await_policy
+from ._core.await_policy import Polling, wait
 from ._core.context import context, per_thread
-from ._core.host import checkpoint, in_trio, wait_future
 
 #: Awaiting Requests yields to the event loop at least once per this many seconds.  A Request
 #: that finished inside its call would otherwise never yield, and a task awaiting aiorma calls in
 #: a loop would starve its rank's timers, timeouts, other tasks and in-process peers.  1 ms keeps
 #: a 5 ms timer within a fifth of its period, while a loop turn (10-15 µs) every millisecond
-#: costs the hot path about 1 %.
-FAIR_SLICE = 1e-3
+#: costs the hot path about 1 %.  (The rule is :func:`aiorma._core.await_policy.wait`'s.)
+FAIR_SLICE = await_policy.FAIR_SLICE
 
 _finished_empty: dict[str, Request] = {}  # see Request.finished
 
@@ -42,18 +43,18 @@ class Request:
     continues, its epoch closes normally, and the same Request can be awaited again.
     """
 
-    __slots__ = ("_error", "_future", "_progress", "_value", "_wait_inline", "description")
+    __slots__ = ("_driver", "_error", "_future", "_progress", "_value", "description")
 
     def __init__(
         self,
         future: asyncio.Future[Any] | None,
         progress: Callable[[], None] | None = None,
         description: str = "",
-        wait_inline: Callable[[asyncio.Future[Any]], bool] | None = None,
+        driver: Polling | None = None,
     ) -> None:
         self._future = future
         self._progress = progress
-        self._wait_inline = wait_inline
+        self._driver = driver  # the rank's driver when awaiting polls inline (None: it suspends)
         self._value: Any = None
         self._error: BaseException | None = None
         self.description = description
@@ -118,27 +119,10 @@ class Request:
             thread = per_thread.context
         except AttributeError:  # the thread's first await of a Request, without a connection
             thread = context()
-        if future is not None and not future.done():
-            wait_inline = self._wait_inline
-            if wait_inline is None or not wait_inline(future):
-                try:
-                    if in_trio():  # a trio task: park it until the future is done (aiorma._core.host)
-                        return (yield from wait_future(future).__await__())
-                    # shield: a cancelled waiter must not cancel the shared completion future.
-                    return (yield from asyncio.shield(future).__await__())
-                finally:
-                    thread.last_await = perf_counter()
-        now = perf_counter()
-        if now - thread.last_await >= FAIR_SLICE:
-            # A checkpoint (trio's rule that every await is one, bounded for speed); under asyncio
-            # one that lets the timers due meanwhile run first (see _give_way).  Cancellation
-            # here abandons only the wait.
-            thread.last_await = now  # (the waiter, if it runs now, sees a busy program)
-            if in_trio():
-                yield from checkpoint().__await__()
-            else:
-                yield from _give_way().__await__()
-            thread.last_await = perf_counter()
+        # How the await waits is decided by aiorma._core.await_policy.wait.  Its do-nothing case
+        # (finished, no checkpoint due) is tested here first: the hot path makes no call.
+        if (future is not None and not future.done()) or perf_counter() - thread.last_await >= FAIR_SLICE:
+            yield from wait(future, self._driver, thread)
         if future is None:
             if self._error is not None:
                 raise self._error
@@ -148,22 +132,6 @@ class Request:
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
         return f"<Request {self.description} {state}>"
-
-
-def _give_way() -> asyncio.Future[None]:
-    """A future that a timer due *now* finishes.  A bare ``yield`` (``asyncio.sleep(0)``) puts the
-    task back in the ready queue, where it runs again before the timers that fell due during its
-    slice (asyncio moves those to the queue behind it): a 5 ms timer beside a loop of awaited
-    calls waited two slices, not one.  Resuming from a timer orders the task after them."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[None] = loop.create_future()
-    loop.call_at(loop.time(), _resume, future)
-    return future
-
-
-def _resume(future: asyncio.Future[None]) -> None:
-    if not future.done():  # (cancelled: the task gave up the wait)
-        future.set_result(None)
 
 
 class EpochRequest(Request):
@@ -186,7 +154,7 @@ class EpochRequest(Request):
     __slots__ = ("_close",)
 
     def __init__(self, opened: Request, close: Callable[[], Request]) -> None:
-        super().__init__(opened._future, opened._progress, opened.description, opened._wait_inline)
+        super().__init__(opened._future, opened._progress, opened.description, opened._driver)
         self._value = opened._value
         self._error = opened._error
         self._close = close

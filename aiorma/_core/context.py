@@ -10,7 +10,7 @@ Per thread, because it all belongs to an event loop, and a thread runs at most o
 time: asyncio's futures, timers and tasks may be touched only from their loop's thread.  Two
 threads that each run a loop with aiorma open (``asyncio.run`` in each) must not drive each
 other's ranks (:func:`aiorma.progress`), poke each other's watchers, or see each other's awaits
-as their own (the fair-slice rule of ``Request.__await__`` would let one thread's task run
+as their own (the fair-slice rule of ``await_policy.wait`` would let one thread's task run
 without yielding while another thread yields).  :func:`context` returns the calling thread's.
 
 Per process, what MPI or the user makes process-wide: the communicators with an open
@@ -61,9 +61,10 @@ class Context:
 
     def __init__(self) -> None:
         #: When a task of this thread last awaited an aiorma Request and checkpointed
-        #: (``time.perf_counter``).  Written by ``Request.__await__`` (aiorma.request) after every
-        #: suspension and fair-slice checkpoint, read there on every await (is a checkpoint due?)
-        #: and by the rank's ``Waiter`` (aiorma._core.waiter): a program awaiting aiorma calls is
+        #: (``time.perf_counter``).  Written by ``wait`` (aiorma._core.await_policy, where an
+        #: await decides how it waits) after every suspension and fair-slice checkpoint, read
+        #: there and by ``Request.__await__`` (aiorma.request) on every await (is a checkpoint
+        #: due?), and by the rank's ``Waiter`` (aiorma._core.waiter): a program awaiting aiorma calls is
         #: activity even when every call finished inside itself (such calls wake no one), so
         #: the waiter keeps spinning instead of announcing a park, which costs atomics into every
         #: peer's presence word.

@@ -5,14 +5,14 @@ hands every step to the endpoint at once and gives the engine the endpoint's ans
 inside the call.  The driver feeds the completions and control-region changes the endpoint
 reports later back into the engines, and turns finished engine tokens into Request completions.
 Polled transports (MPI) are polled by the rank's :class:`~aiorma._core.waiter.Waiter` while any
-window exists.
+window exists, and inside an await for a bounded time (:func:`aiorma._core.await_policy.wait`
+decides how an await waits; the driver is what it polls).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,14 +28,6 @@ from .settings import Settings
 from .waiter import Waiter
 
 _LINK_PATIENCE = 2e-4
-# Inline waiting: how long awaiting a pending Request polls inside the await before it suspends
-# on the event loop.  An on-time peer answers a fence or a post sooner than a turn of the loop,
-# let alone a park, would take (docs/benchmarks.md, *The thin path, inline waiting ...*, has the costs);
-# past the bound the peer is late and the rank's other tasks get the loop.  Shorter when ranks
-# outnumber cores, with the core handed on between polls (sched_yield), so that the peer we wait
-# for can run.
-_INLINE_OWN_CORE = 1e-4
-_INLINE_SHARED_CORE = 3e-5
 
 
 class _EngineIO:
@@ -86,10 +78,10 @@ class ProgressDriver:
         self._polled = endpoint.polled
         #: Inline waiting and signals (off with AIORMA_INLINE=0, for equivalence tests).
         self.inline = settings.inline
-        self._inline_patience = _INLINE_SHARED_CORE if self.waiter.oversubscribed else _INLINE_OWN_CORE
-        #: What Requests poll inside their await with (None: suspend at once; AIORMA_INLINE=0 or the
-        #: in-process transport).
-        self.inline_wait = self.wait_inline if endpoint.polled and self.inline else None
+        #: What the Requests of this rank hand to aiorma._core.await_policy.wait, which decides how
+        #: an await waits: this driver, whose endpoint an await polls inline for a bounded time
+        #: before it suspends (None: suspend at once; AIORMA_INLINE=0 or the in-process transport).
+        self.inline_wait: ProgressDriver | None = self if endpoint.polled and self.inline else None
         endpoint.attach(self)
         context().drivers.add(self)  # for aiorma.progress() in this thread
 
@@ -181,26 +173,6 @@ class ProgressDriver:
             finished.clear()
         self.waiter.wake()  # something to wait for: poll on the fast path
         return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
-
-    def wait_inline(self, future: asyncio.Future[Any]) -> bool:
-        """Poll inside the await, for a short bounded time, until ``future`` is done (True) or
-        the bound passes (False: suspend on the loop).  Polled transports only."""
-        poll, waiter = self._poll_turn, self.waiter
-        share_core = waiter.oversubscribed
-        deadline = time.perf_counter() + self._inline_patience
-        while True:
-            try:
-                poll()
-                if waiter._sources:
-                    waiter.check_sources()
-            except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
-                self.failed(exc)
-            if future.done():
-                return True
-            if time.perf_counter() >= deadline:
-                return False
-            if share_core:
-                os.sched_yield()
 
     def _finish_release(self, engine: WindowEngine) -> None:
         """Poll for at most _LINK_PATIENCE while a release of ``engine`` waits for its successor's

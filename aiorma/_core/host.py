@@ -15,9 +15,11 @@ there is no asyncio loop, so aiorma brings one and *hosts* it inside the trio ru
   tasks on the same thread, and cost no CPU while idle.
 * The hosted loop is the thread's *running* asyncio loop for as long as the trio run has aiorma
   open, so ``asyncio.get_running_loop()`` inside aiorma finds it from trio tasks too.
-* Trio tasks never await an asyncio future directly: :class:`~aiorma.Request` and the entry
-  points that run asyncio code (:func:`hosted`) wait through :func:`wait_future`, which parks the
-  trio task until the future's done-callback reschedules it.  A trio cancellation (``move_on_after``,
+* Trio tasks never await an asyncio future directly: an await of a :class:`~aiorma.Request`
+  (whose waiting :func:`aiorma._core.await_policy.wait` decides, this module only providing the
+  trio side: :func:`in_trio`, :func:`wait_future`, :func:`checkpoint`) and the entry points that
+  run asyncio code (:func:`hosted`) wait through :func:`wait_future`, which parks the trio task
+  until the future's done-callback reschedules it.  A trio cancellation (``move_on_after``,
   ``fail_after``, a cancelled nursery) abandons that wait only: the operation continues, exactly as
   a cancelled asyncio await of a Request.
 

@@ -1,9 +1,12 @@
-"""The one waiting policy of a rank: when to spin, when to park, and on what.
+"""The rank's background poller: when its task spins, when it parks, and on what.
 
 Everything in aiorma that waits for a peer — an epoch's grant or "done", a lock hand-off, a
 collective's flag — waits for a word of this rank's own memory to change.  Nothing announces the
-change (the peer wrote it one-sidedly), so on a polled transport (MPI) someone has to look: the
-:class:`Waiter`'s task.  It runs while the rank has windows, and each turn it polls the endpoint
+change (the peer wrote it one-sidedly), so on a polled transport (MPI) someone has to look: an
+await itself, for a bounded time, and after that (and while nobody awaits) the :class:`Waiter`'s
+task.  How an await waits — inline, then suspended until the waiter's polling finishes its
+future — is decided by :func:`aiorma._core.await_policy.wait`, not here; the waiter decides only
+how its own task polls.  It runs while the rank has windows, and each turn it polls the endpoint
 (which drives MPI progress, reports completions and finds changed control regions) and re-checks
 every registered flag watcher.  Between turns:
 

@@ -7,9 +7,13 @@ packet announces a change: someone has to look.  Two ways to notice one:
   lands when issued, so the transport pokes every watcher of the loop (:func:`poke_all`) after it
   applied a write; a guard re-check every 50 ms stands in for a missed poke.
 * **The rank's waiter**, for transports whose writers live in other processes (``mpi``): the
-  watcher is a wait source of :class:`aiorma._core.waiter.Waiter`, which re-checks it after every poll
-  (also inside an await that polls inline) and spins, parks and wakes on its doorbell by the one
-  policy of the library.
+  watcher is a wait source of :class:`aiorma._core.waiter.Waiter`, which re-checks it after every
+  poll of its task and of an await that polls inline.
+
+A watcher only turns a predicate into a future, at the call, and sees that something re-checks
+it; how an await of that future waits (inline, suspended, the fairness checkpoint) is decided
+where every await's is, :func:`aiorma._core.await_policy.wait` (``Window.wait_until`` returns a
+:class:`~aiorma.Request` of it), or, inside a collective's job, by the job's runner.
 
 A wait is a comparison of one element with a value, as OpenSHMEM's ``wait_until``: ``==``,
 ``!=``, ``<``, ``<=``, ``>``, ``>=``.  Words that only grow (the collectives' counters) are

@@ -1,0 +1,70 @@
+"""Where an await waits is decided in one function (aiorma._core.await_policy.wait), and the hot
+path does not pay for it: awaiting a finished Request with no checkpoint due makes no Python call.
+
+The behaviour of the waits themselves (inline polling, suspension under asyncio and trio,
+cancellation, fairness) is tested where it shows: test_fairness.py, test_cancellation_audit.py,
+test_any_loop.py, test_notified.py and the registry's scenarios.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator
+from time import perf_counter
+from typing import Any
+
+import pytest
+
+from aiorma._core.context import context
+from aiorma.request import FAIR_SLICE, Request
+
+
+def _python_calls(run: Any) -> tuple[list[str], Any]:
+    """The Python functions entered while ``run()`` runs (C functions are not counted), and its
+    value."""
+    entered: list[str] = []
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call":
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        value = run()
+    finally:
+        sys.setprofile(None)
+    return entered, value
+
+
+def _step(awaiting: Generator[Any, None, Any]) -> Any:
+    """Run an ``__await__`` that is expected to finish without yielding; its value."""
+    try:
+        awaiting.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the await yielded")
+
+
+@pytest.mark.parametrize("value", [None, 7])
+def test_a_finished_request_with_no_checkpoint_due_makes_no_call(value: Any) -> None:
+    request = Request.finished(value, None, "put")
+    context().last_await = perf_counter()  # a checkpoint was just made: none is due
+    awaiting = request.__await__()
+    entered, result = _python_calls(lambda: _step(awaiting))
+    assert result == value
+    assert entered == ["<lambda>", "_step", "__await__"]
+
+
+def test_a_finished_request_with_a_checkpoint_due_goes_through_the_policy() -> None:
+    """The other side of the fast test in Request.__await__: past FAIR_SLICE the await enters
+    await_policy.wait (which then checkpoints; that needs a loop, so it is only entered here)."""
+    request = Request.finished(None, None, "put")
+    context().last_await = perf_counter() - 2 * FAIR_SLICE
+    awaiting = request.__await__()
+
+    def attempt() -> None:
+        with pytest.raises(RuntimeError, match="no running event loop"):
+            awaiting.send(None)  # the asyncio checkpoint asks for the running loop
+
+    entered, _ = _python_calls(attempt)
+    assert "wait" in entered and "_give_way" in entered
