@@ -588,3 +588,33 @@ async def cancelled_start_entry_closes_the_epoch(comm: aiorma.Comm) -> None:
     await comm.barrier()
     await free_words(words)
     await win.free()
+
+
+def _read_only(values: list[int]) -> np.ndarray:
+    array = np.array(values, np.int64)
+    array.flags.writeable = False  # a constant table, a view of someone else's buffer
+    return array
+
+
+@scenario()
+async def read_only_origins(comm: aiorma.Comm) -> None:
+    """An origin buffer the program cannot write (a read-only array) is a valid source for put,
+    accumulate and get_accumulate into allocated and created memory, on every path a transport
+    takes (MPI's get_accumulate wants a writable origin: the transport copies such a one)."""
+    left, right = _neighbours(comm)
+    base = 3 * comm.rank
+    for create in (False, True):
+        if create:
+            win = await comm.win_create(np.zeros(3 * comm.size, np.int64))
+        else:
+            win = await comm.win_allocate(3 * comm.size, np.int64)
+        async with win.lock_all():
+            win.put(_read_only([10 + comm.rank]), right, base)
+            win.accumulate(_read_only([20 + comm.rank]), right, base + 1, aiorma.SUM)
+            old = np.zeros(1, np.int64)
+            await win.get_accumulate(_read_only([30 + comm.rank]), old, right, base + 2, aiorma.SUM)
+            assert old.tolist() == [0]
+        await comm.barrier()
+        mine = win.memory[3 * left : 3 * left + 3].tolist()
+        assert mine == [10 + left, 20 + left, 30 + left], (create, mine)
+        await win.free()

@@ -48,6 +48,13 @@ from .workers import Workers
 _NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
 
 
+def _writable(origin: np.ndarray) -> np.ndarray:
+    """``origin`` as MPI's ``Rget_accumulate`` takes it: mpi4py wants that call's origin writable
+    (it only reads it), so a read-only origin — a constant table, a view of someone else's
+    buffer, valid for every other RMA call — is copied."""
+    return origin if origin.flags.writeable else origin.copy()
+
+
 class MpiEndpoint:
     """An :class:`~aiorma.transport.base.Endpoint` over mpi4py.
 
@@ -219,8 +226,8 @@ class MpiEndpoint:
                     request = window.win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
                 else:  # GET_ACCUMULATE, FETCH_AND_OP; NO_OP leaves the origin out, MPI wants one
                     origin = op.origin
-                    if origin is None:  # kept alive with the op until completion
-                        origin = np.empty_like(op.result)
+                    if origin is None or not origin.flags.writeable:  # kept alive with the op
+                        origin = np.empty_like(op.result) if origin is None else _writable(origin)
                         op = RmaOp(kind, target, op.disp, origin, op.result, op.compare, op.op)
                     request = window.win.Rget_accumulate(
                         [origin, dt], [op.result, dt], target, spec, MPI_OPS[op.op]
@@ -278,16 +285,17 @@ class MpiEndpoint:
                 request = win.Rget([op.result, dt], target, spec)
             elif op.kind in (RmaKind.PUT, RmaKind.ACCUMULATE) and remote_completion:
                 scratch = np.empty_like(op.origin)
-                keep = (op, scratch)
+                origin = _writable(op.origin)
+                keep = (op, scratch, origin)
                 mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else MPI_OPS[op.op]
-                request = win.Rget_accumulate([op.origin, dt], [scratch, dt], target, spec, mpi_op)
+                request = win.Rget_accumulate([origin, dt], [scratch, dt], target, spec, mpi_op)
             elif op.kind is RmaKind.PUT:
                 request = win.Rput([op.origin, dt], target, spec)
             elif op.kind is RmaKind.ACCUMULATE:
                 request = win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
             else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
                 # NO_OP ignores the origin, which the window may leave out; MPI still wants one.
-                origin = op.origin if op.origin is not None else np.empty_like(op.result)
+                origin = _writable(op.origin) if op.origin is not None else np.empty_like(op.result)
                 keep = (op, origin)
                 request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, MPI_OPS[op.op])
             if request.Test():
