@@ -87,7 +87,7 @@ class Collectives:
         one's flag waits get ``make_error()``, later ones a failed Request at once.  Returns the
         futures it failed."""
         failed = self.runner.fail(make_error)
-        failed.extend(self.landing.watcher.fail(make_error()))
+        failed.extend(self.landing.fail(make_error()))
         return failed
 
     def calibrate(self, pings: int = PINGS, big_bytes: int = 256 << 10, apply: bool = True) -> Request:

@@ -1,0 +1,89 @@
+"""LL messages (aiorma/collectives/ll.py): the word format, the landing protocol with tiny LL
+slots, and — under mpiexec — that the transport never lets a reader see a torn word."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import aiorma
+from aiorma.collectives import landing
+from aiorma.collectives.landing import LandingConfig
+from aiorma.collectives.ll import decode, encode, flag_of, words_for
+
+from .mpi_harness import REPO_ROOT, run_mpi_json
+from .mpi_scripts.collectives_check import QUICK, run_checks
+
+
+@pytest.mark.parametrize("nbytes", [1, 3, 4, 5, 8, 17, 1024])
+def test_words_round_trip(nbytes: int) -> None:
+    data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    words = encode(data, flag_of(41))
+    assert words.dtype == np.int64 and words.size == words_for(nbytes)
+    got = decode(words, flag_of(41), nbytes)
+    assert got is not None and got.tobytes() == data.tobytes()
+
+
+def test_a_word_without_the_flag_means_not_landed() -> None:
+    """Any word still carrying an older message's flag (or the initial 0) keeps the message
+    unlanded, wherever it is in the slot."""
+    data = np.arange(40, dtype=np.uint8)
+    for stale_flag in (0, flag_of(6)):
+        for position in (0, 5, 9):
+            words = encode(data, flag_of(7))
+            words[position] = encode(data[:4], stale_flag)[0]
+            assert decode(words, flag_of(7), 40) is None
+
+
+def test_flags_never_repeat_on_a_slot_and_are_never_zero() -> None:
+    assert flag_of(0) == 1 and flag_of(2**32 - 2) == 2**32 - 1
+    for slots in (1, 2, 8):
+        assert all(flag_of(o) != flag_of(o - slots) for o in range(slots, 100))
+
+
+TINY_LL = [(2, 0, 1), (3, 16, 1), (4, 8, 2), (5, 64, 3)]
+TINY_CASES = [(n, ll, slots, name) for n, ll, slots in TINY_LL for name in QUICK]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("size", "ll_bytes", "ll_slots", "name"),
+    TINY_CASES,
+    ids=[f"{size}-ll{ll}x{slots}-{name}" for size, ll, slots, name in TINY_CASES],
+)
+def test_tiny_ll_slots(
+    monkeypatch: pytest.MonkeyPatch, size: int, ll_bytes: int, ll_slots: int, name: str
+) -> None:
+    """With one to three LL slots per peer, LL messages wait for credits, and LL and chunked
+    messages between one pair interleave (the data slots are small too): every check of the
+    battery must still agree with numpy.  ``ll_bytes=0``: no LL message at all."""
+    config = LandingConfig(slot_bytes=32, slots_per_peer=2, ll_bytes=ll_bytes, ll_slots=ll_slots)
+    monkeypatch.setattr(landing, "DEFAULT_CONFIG", config)
+    assert aiorma.run(functools.partial(run_checks, names=[name]), nprocs=size) == [[name]] * size
+
+
+def test_ll_config() -> None:
+    assert LandingConfig().resolve_ll(4) == (1024, 8)
+    assert LandingConfig(ll_bytes=0).resolve_ll(4) == (0, 0)
+    assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 20).resolve_ll(64) == (4096, 2)
+    assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 10).resolve_ll(64) == (4096, 1)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        LandingConfig(ll_bytes=6).resolve_ll(2)
+
+
+TORN = REPO_ROOT / "tests" / "mpi_scripts" / "ll_torn_words.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("ll_bytes", "sizes"), [(1024, "8,64,1024"), (65536, "4096,65536")])
+def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str) -> None:
+    """The property LL messages stand on, measured on the MPI transport: rank 1 reads the slot
+    rank 0 is writing, again and again, and no word it ever reads mixes two writes — also for
+    messages far larger than the default ``ll_bytes`` (other memcpy strategies)."""
+    ranks = run_mpi_json(TORN, 2, str(ll_bytes), sizes, "3000", timeout=200)
+    reader = ranks[1]
+    assert reader["torn"] == 0, reader
+    assert reader["reads"] >= 3000
