@@ -22,6 +22,7 @@ def test_words_round_trip(nbytes: int) -> None:
     data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
     words = encode(data, flag_of(41))
     assert words.dtype == np.int64 and words.size == words_for(nbytes)
+    assert words.flags.writeable  # mpi4py refuses a read-only origin on some transport paths
     got = decode(words, flag_of(41), nbytes)
     assert got is not None and got.tobytes() == data.tobytes()
 

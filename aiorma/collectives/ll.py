@@ -9,10 +9,10 @@ and one flush instead of two of each.  The price is twice the bytes, which is
 why only messages up to ``LandingConfig.ll_bytes`` go this way.
 
 Layout of a word (an int64 element of the LL landing window, read as uint64): bits 0–31 payload,
-bits 32–63 flag.  Arithmetic on uint64 values, never a view of the halves, so the layout is the
-same on either byte order.  Flags are ``(ordinal + 1) mod 2**32`` of the message's per-pair
-ordinal: never 0 (the window's initial contents) for the first ``2**32 − 1`` messages, and
-different from the previous message that used the slot.
+bits 32–63 flag, on either byte order (the codecs below place the halves by ``sys.byteorder``).
+Flags are ``(ordinal + 1) mod 2**32`` of the message's per-pair ordinal: never 0 (the window's
+initial contents) for the first ``2**32 − 1`` messages, and different from the previous message
+that used the slot.
 
 This module is pure data plus a watcher; :mod:`.landing` owns the slots, ordinals and credits.
 """
@@ -20,13 +20,21 @@ This module is pure data plus a watcher; :mod:`.landing` owns the slots, ordinal
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import numpy as np
 
 from .._core.watch import _GUARD, MemoryWatcher
 
-_LOW = np.uint64(0xFFFF_FFFF)
+_LITTLE = sys.byteorder == "little"
+# Where the payload and the flag sit among a word's two uint32 halves in memory: the flag is the
+# word's high half, whichever end of the word that is.
+_PAY, _FLAG = (0, 1) if _LITTLE else (1, 0)
 _SHIFT = np.uint64(32)
+#: Messages up to this many bytes are encoded and decoded with bytes operations (a few Python
+#: calls), longer ones with numpy (a few array operations, each costing more than the whole bytes
+#: path for a short message).
+_SMALL = 32
 
 
 def words_for(nbytes: int) -> int:
@@ -43,13 +51,23 @@ def encode(data: np.ndarray, flag: int) -> np.ndarray:
     """``data`` (1-D uint8) as LL words (int64, the landing window's dtype): each carries 4 bytes
     of it (zero-padded at the end) and ``flag``."""
     nbytes = int(data.size)
+    if nbytes <= _SMALL:
+        raw = data.tobytes()
+        if nbytes % 4:
+            raw += bytes(4 - nbytes % 4)
+        mark = flag.to_bytes(4, sys.byteorder)
+        parts = mark.join([raw[i : i + 4] for i in range(0, len(raw), 4)])
+        # Writable (a bytearray): MPI may want to write to a put's origin on some paths (an
+        # off-node put as Rget_accumulate with AIORMA_THIN=0 takes it through a writable buffer).
+        return np.frombuffer(bytearray(parts + mark if _LITTLE else mark + parts), np.int64)
+    halves = np.empty(2 * words_for(nbytes), np.uint32)
+    halves[_FLAG::2] = flag
     if nbytes % 4:
         padded = np.zeros(words_for(nbytes) * 4, np.uint8)
         padded[:nbytes] = data
         data = padded
-    words = data.view(np.uint32).astype(np.uint64)
-    words |= np.uint64(flag) << _SHIFT
-    return words.view(np.int64)
+    halves[_PAY::2] = data.view(np.uint32)
+    return halves.view(np.int64)
 
 
 def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
@@ -59,10 +77,20 @@ def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
     The words are copied first and only the copy is examined: each word is read once, by one
     8-byte load, so flag and payload of a word come from the same write even on a CPU that
     reorders loads — nothing depends on when the slot is looked at again."""
-    words = slot.view(np.uint64).copy()
-    if not bool(((words >> _SHIFT) == flag).all()):
+    if nbytes <= _SMALL:
+        raw = slot.tobytes()
+        mark = flag.to_bytes(4, sys.byteorder)
+        at = 4 * _FLAG
+        if any(raw[i + at : i + at + 4] != mark for i in range(0, len(raw), 8)):
+            return None
+        at = 4 * _PAY
+        return np.frombuffer(
+            b"".join([raw[i + at : i + at + 4] for i in range(0, len(raw), 8)]), np.uint8, nbytes
+        )
+    halves = slot.copy().view(np.uint32)
+    if not bool((halves[_FLAG::2] == flag).all()):
         return None
-    return words.astype(np.uint32).view(np.uint8)[:nbytes]
+    return halves[_PAY::2].copy().view(np.uint8)[:nbytes]
 
 
 def _landed(words: np.ndarray, flag: int) -> bool:
