@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import aiorma
+from aiorma.bench._launch import emulation_unavailable
 from aiorma.collectives import landing
 from aiorma.collectives.landing import LandingConfig
-from aiorma.collectives.ll import decode, encode, flag_of, words_for
+from aiorma.collectives.ll import decode, encode, encode_word, flag_of, words_for
 
 from .mpi_harness import REPO_ROOT, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
@@ -25,6 +26,21 @@ def test_words_round_trip(nbytes: int) -> None:
     assert words.flags.writeable  # mpi4py refuses a read-only origin on some transport paths
     got = decode(words, flag_of(41), nbytes)
     assert got is not None and got.tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize("nbytes", [1, 2, 3, 4])
+@pytest.mark.parametrize("ordinal", [0, 2**31 - 1, 2**31, 2**32 - 2])
+def test_one_word_messages_are_signal_values(nbytes: int, ordinal: int) -> None:
+    """A message of at most 4 bytes is one word, sent as the int64 value ``Window.signal``
+    writes (flags of 2**31 and more make it negative); it decodes from the window's memory."""
+    data = np.arange(1, nbytes + 1, dtype=np.uint8)
+    value = encode_word(data, flag_of(ordinal))
+    assert -(2**63) <= value < 2**63
+    memory = np.array([value], np.int64)
+    assert (memory == encode(data, flag_of(ordinal))).all()
+    got = decode(memory, flag_of(ordinal), nbytes)
+    assert got is not None and got.tobytes() == data.tobytes()
+    assert decode(memory, flag_of(ordinal + 1), nbytes) is None
 
 
 def test_a_word_without_the_flag_means_not_landed() -> None:
@@ -66,7 +82,8 @@ def test_tiny_ll_slots(
 
 
 def test_ll_config() -> None:
-    assert LandingConfig().resolve_ll(4) == (1024, 8)
+    assert LandingConfig().resolve_ll(4) == (4, 8)
+    assert LandingConfig(ll_bytes=1024).resolve_ll(4) == (1024, 8)
     assert LandingConfig(ll_bytes=0).resolve_ll(4) == (0, 0)
     assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 20).resolve_ll(64) == (4096, 2)
     assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 10).resolve_ll(64) == (4096, 1)
@@ -75,16 +92,34 @@ def test_ll_config() -> None:
 
 
 TORN = REPO_ROOT / "tests" / "mpi_scripts" / "ll_torn_words.py"
+BATTERY = REPO_ROOT / "tests" / "mpi_scripts" / "ll_battery.py"
 
 
 @pytest.mark.mpi
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize(("ll_bytes", "sizes"), [(1024, "8,64,1024"), (65536, "4096,65536")])
-def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str) -> None:
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
+def test_battery_with_multiword_ll_under_mpiexec(nodes: int) -> None:
+    """The quick battery under mpiexec with LL messages up to 1 KiB in 2 slots per peer (the
+    default sends only one-word messages as LL): every check must pass on every rank."""
+    if nodes == 2 and (reason := emulation_unavailable()) is not None:
+        pytest.skip(reason)
+    ranks = run_mpi_json(BATTERY, 3, "1024", "2", timeout=360, emulate_nodes=nodes if nodes > 1 else 0)
+    assert ranks == [QUICK] * 3
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
+@pytest.mark.parametrize(("ll_bytes", "sizes"), [(1024, "4,8,64,1024"), (65536, "4096,65536")])
+def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str, nodes: int) -> None:
     """The property LL messages stand on, measured on the MPI transport: rank 1 reads the slot
     rank 0 is writing, again and again, and no word it ever reads mixes two writes — also for
-    messages far larger than the default ``ll_bytes`` (other memcpy strategies)."""
-    ranks = run_mpi_json(TORN, 2, str(ll_bytes), sizes, "3000", timeout=200)
+    messages far larger than the default ``ll_bytes`` (other memcpy strategies), and between two
+    emulated nodes (MPICH's network module instead of shared memory)."""
+    if nodes == 2 and (reason := emulation_unavailable()) is not None:
+        pytest.skip(reason)
+    emulate = nodes if nodes > 1 else 0
+    ranks = run_mpi_json(TORN, 2, str(ll_bytes), sizes, "3000", timeout=240, emulate_nodes=emulate)
     reader = ranks[1]
     assert reader["torn"] == 0, reader
     assert reader["reads"] >= 3000

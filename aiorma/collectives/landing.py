@@ -20,13 +20,14 @@ one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
 * ``ll`` (int64 words): for every source rank ``s``, ``L`` slots of ``W`` words at
   ``(s·L + j)·W``, for messages of at most ``4·W`` bytes (:mod:`.ll`).
 
-**Small messages** (at most ``LandingConfig.ll_bytes``) are LL messages: one put of words that
-each carry 4 payload bytes and the message's sequence number, then one flush — the receiver knows
-the message has landed when every word of the slot carries the number it expects, so there is no
-flag write (:mod:`.ll`; why a word is never seen half-written: docs/architecture.md, *One put per
-small message*).  LL message ``o`` (counted per ordered pair) from ``s`` lands in LL slot
-``o mod L`` once ``s``'s ``LL_CREDIT`` from the receiver is at least ``o + 1 − L``; credits go back
-once every ``L`` messages, as below.  Larger messages take the protocol below.
+**Small messages** (at most ``LandingConfig.ll_bytes``, 4 bytes by default) are LL messages: one
+put of words that each carry 4 payload bytes and the message's sequence number, then one flush
+(one :meth:`Window.signal` for a one-word message) — the receiver knows the message has landed
+when every word of the slot carries the number it expects, so there is no flag write (:mod:`.ll`;
+why a word is never seen half-written: docs/architecture.md, *One put per small message*).  LL
+message ``o`` (counted per ordered pair) from ``s`` lands in LL slot ``o mod L`` once ``s``'s
+``LL_CREDIT`` from the receiver is at least ``o + 1 − L``; credits go back once every ``L``
+messages, as below.  Larger messages take the protocol below.
 
 Protocol for one chunk ``o`` from ``A`` to ``B`` (per-pair counts agree on both sides because a
 Comm's collectives run in call order on every rank, see :mod:`.runner`):
@@ -66,7 +67,7 @@ from ..constants import MODE_NOCHECK, Op
 from ..request import Request, finish_as
 from ..win_info import Info
 from ..window import Window
-from .ll import SlotWatcher, decode, encode, flag_of, words_for
+from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
 from .reduce_ops import reduce_into
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
@@ -96,7 +97,11 @@ class LandingConfig:
     budget_bytes: int = 16 << 20
     min_slot_bytes: int = 4 << 10
     max_slot_bytes: int = 1 << 20
-    ll_bytes: int = 1024
+    #: Measured on the MPI transport (docs/collectives.md, *What it costs*): an LL message of one
+    #: word (up to 4 bytes) is one ``Window.signal`` and saves a fifth of a small message's cost;
+    #: longer ones need ``put`` + ``flush`` in the lock_all epoch, which cost more today than the
+    #: ``put_signal`` they replace.  Raise it where that put-and-flush is cheap.
+    ll_bytes: int = 4
     ll_slots: int = 8
 
     def resolve(self, size: int) -> tuple[int, int]:
@@ -432,21 +437,29 @@ class Landing:
         credit implies the earlier one's."""
         ordinal = self._ll_sent[dst]
         self._ll_sent[dst] = ordinal + 1
-        words = encode(data, flag_of(ordinal))
+        flag = flag_of(ordinal)
+        words = encode_word(data, flag) if data.size <= 4 else encode(data, flag)
         disp = (self.rank * self.ll_slots + ordinal % self.ll_slots) * self.ll_words
         needed = ordinal + 1 - self.ll_slots
         if self._flag_mem[self.LL_CREDIT + dst] >= needed:
             return self._put_ll(dst, words, disp)
         return self._send_ll_later(dst, words, disp, needed)
 
-    async def _send_ll_later(self, dst: int, words: np.ndarray, disp: int, needed: int) -> None:
+    async def _send_ll_later(self, dst: int, words: np.ndarray | int, disp: int, needed: int) -> None:
         await self.watcher.wait(self.LL_CREDIT + dst, needed)
         await self._put_ll(dst, words, disp)
 
-    def _put_ll(self, dst: int, words: np.ndarray, disp: int) -> Awaitable[None]:
+    def _put_ll(self, dst: int, words: np.ndarray | int, disp: int) -> Awaitable[None]:
+        """Put the words and flush.  One word (a message of at most 4 bytes) is a
+        :meth:`Window.signal` — a put and a flush in one call, made inside it by the thin path,
+        several microseconds cheaper than ``put`` + ``flush`` in the lock_all epoch (measured:
+        docs/collectives.md, *What it costs*)."""
         win = self._ll.win
-        win.put(words, dst, disp)  # locally complete or not, the flush below covers it
-        flushed = win.flush(dst)
+        if isinstance(words, int):
+            flushed = win.signal(dst, disp, words)
+        else:
+            win.put(words, dst, disp)  # locally complete or not, the flush below covers it
+            flushed = win.flush(dst)
         if not flushed.done():
             if self.polling:
                 self._progress()  # as in _send: carry the flush out now, not a loop turn later

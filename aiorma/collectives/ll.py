@@ -70,6 +70,14 @@ def encode(data: np.ndarray, flag: int) -> np.ndarray:
     return halves.view(np.int64)
 
 
+def encode_word(data: np.ndarray, flag: int) -> int:
+    """A message of at most 4 bytes as its one LL word, a Python int in int64's range (what
+    :meth:`aiorma.Window.signal` writes)."""
+    payload = int.from_bytes(data.tobytes().ljust(4, b"\0"), sys.byteorder)  # its bytes in memory
+    word = payload | flag << 32
+    return word - (1 << 64) if word >= 1 << 63 else word
+
+
 def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
     """The payload (1-D uint8, ``nbytes``) of the LL words in ``slot`` (int64, the window's memory)
     if every word carries ``flag``, else None (not all landed yet).
@@ -77,6 +85,11 @@ def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
     The words are copied first and only the copy is examined: each word is read once, by one
     8-byte load, so flag and payload of a word come from the same write even on a CPU that
     reorders loads — nothing depends on when the slot is looked at again."""
+    if nbytes <= 4:
+        word = int(slot[0]) & 0xFFFF_FFFF_FFFF_FFFF  # one load
+        if word >> 32 != flag:
+            return None
+        return np.frombuffer((word & 0xFFFF_FFFF).to_bytes(4, sys.byteorder), np.uint8, nbytes)
     if nbytes <= _SMALL:
         raw = slot.tobytes()
         mark = flag.to_bytes(4, sys.byteorder)
