@@ -3,7 +3,9 @@ slots, and — under mpiexec — that the transport never lets a reader see a to
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,3 +125,33 @@ def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str, nodes: int) -> N
     reader = ranks[1]
     assert reader["torn"] == 0, reader
     assert reader["reads"] >= 3000
+
+
+@pytest.mark.timeout(30)
+def test_a_peer_failing_fails_a_wait_for_an_ll_message() -> None:
+    """Rank 0 waits for a one-word LL message (a 4-byte allreduce) from rank 1, which raises
+    instead: rank 0's Request fails with PeerFailed within seconds, it does not hang, and the
+    wait for the LL slot fails too instead of staying registered."""
+    seen: dict[str, Any] = {}
+
+    class Boom(Exception):
+        pass
+
+    async def main(comm: aiorma.Comm) -> None:
+        await comm.barrier()
+        if comm.rank == 1:
+            await asyncio.sleep(0.05)
+            raise Boom("no allreduce from me")
+        try:
+            async with asyncio.timeout(5):
+                await comm.allreduce(np.ones(1, np.int32), np.zeros(1, np.int32))
+        except Exception as exc:
+            seen["allreduce"] = exc
+        # ... and the wait for the slot failed with it, not left behind for good
+        seen["left waiting"] = comm.collectives.landing.ll_watcher.waiting()
+
+    with pytest.raises(Boom):
+        aiorma.run(main, nprocs=2)
+    failure = seen.get("allreduce")
+    assert isinstance(failure, aiorma.PeerFailed) and failure.rank == 1, seen
+    assert seen["left waiting"] is False, seen
