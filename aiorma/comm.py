@@ -258,6 +258,7 @@ class Comm:
     # Persistent collectives (MPI-4's *_init): buffer form only, arguments checked once.
     allreduce_init = _forward(Collectives.allreduce_init)
     bcast_init = _forward(Collectives.bcast_init)
+    reduce_init = _forward(Collectives.reduce_init)
 
     @property
     def objects(self) -> ObjectCollectives:

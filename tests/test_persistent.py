@@ -15,7 +15,7 @@ from aiorma.collectives import validate
 
 @pytest.mark.timeout(60)
 def test_arguments_are_checked_once_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every buffer check runs at init; 20 starts of each run none."""
+    """Every buffer check runs at init; 20 starts of allreduce, bcast and reduce run none."""
     calls: list[str] = []
     for name in ("send_buffer", "recv_buffer", "op", "root"):
         checked = getattr(validate, name)
@@ -30,11 +30,13 @@ def test_arguments_are_checked_once_at_init(monkeypatch: pytest.MonkeyPatch) -> 
         send, recv, buf = np.ones(4), np.zeros(4), np.zeros(2)
         total = comm.allreduce_init(send, recv)
         bcast = comm.bcast_init(buf, 0)
+        reduced = comm.reduce_init(send, recv if comm.rank == 0 else None, root=0)
         await comm.barrier()  # every rank (all in this process, one list) has made its inits
         at_init = len(calls)
         for _ in range(20):
             await total.start()
             await bcast.start()
+            await reduced.start()
         assert (recv == comm.size).all()
         await comm.barrier()
         return at_init, len(calls)

@@ -338,6 +338,21 @@ class Collectives:
 
         ``algorithm``: ``"binomial"`` (pipelined tree), ``"reduce_scatter_gather"`` or
         ``"hierarchical"`` (node leaders); the last two need a commutative op."""
+        job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+        return self.submit(job, "reduce")
+
+    def reduce_job(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        op: Op = Op.SUM,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> JobFactory:
+        """:meth:`reduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`reduce_init`)."""
         algo = check.algorithm(algorithm, tuple(select.REDUCE), "reduce")
         root = check.root(root, self.size)
         source, operation = self._reduction_args(send, op, algo, "reduce")
@@ -361,7 +376,23 @@ class Collectives:
                 call = select.Call(self.landing, self.everyone, root, operation, groups)
                 await self._run(select.REDUCE[name], call, acc)
 
-        return self.submit(job, "reduce")
+        return job
+
+    def reduce_init(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        op: Op = Op.SUM,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Persistent:
+        """Persistent :meth:`reduce` (MPI-4's ``MPI_Reduce_init``): the arguments are checked once,
+        here; each ``await req.start()`` reduces ``send``'s contents at that start into ``recv``
+        at ``root``.  See :meth:`allreduce_init`."""
+        job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+        return Persistent(self, job, "reduce")
 
     def allreduce(
         self,

@@ -456,9 +456,9 @@ async def back_to_back_1000(comm: aiorma.Comm) -> None:
 
 @check
 async def persistent_allreduce_bcast(comm: aiorma.Comm) -> None:
-    """Persistent collectives (``allreduce_init``, ``bcast_init``): each start uses the buffers'
-    contents at that start, starts interleave with plain calls, a start while the previous one
-    is active is refused at the call, and a bad argument is refused at init."""
+    """Persistent collectives (``allreduce_init``, ``bcast_init``, ``reduce_init``): each start
+    uses the buffers' contents at that start, starts interleave with plain calls, a start while
+    the previous one is active is refused at the call, and a bad argument is refused at init."""
     size, rank = comm.size, comm.rank
     send = np.zeros(3, np.int64)
     recv = guarded_zeros(3, np.int64)
@@ -467,6 +467,8 @@ async def persistent_allreduce_bcast(comm: aiorma.Comm) -> None:
     root = size - 1
     buf = Guarded(5, np.float64)
     bcast = comm.bcast_init(buf.buf, root)
+    at_root = guarded_zeros(3, np.int64)
+    reduced = comm.reduce_init(send, at_root.buf if rank == root else None, Op.MAX, root)
     for i in range(30):
         send[:] = [i, rank, i * rank]
         await total.start()
@@ -477,8 +479,12 @@ async def persistent_allreduce_bcast(comm: aiorma.Comm) -> None:
             buf.buf[:] = np.arange(5.0) + i
         await bcast.start()
         same(buf.buf, np.arange(5.0) + i, f"bcast start {i}")
+        await reduced.start()
+        if rank == root:
+            same(at_root.buf, np.array([i, size - 1, i * (size - 1)]), f"reduce start {i}")
         await comm.allreduce(send, recv.buf)  # a plain call between starts
     recv.check("persistent allreduce")
+    at_root.check("persistent reduce")
     buf.check("persistent bcast")
     running = total.start()
     if not running.done():
