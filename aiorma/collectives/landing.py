@@ -98,7 +98,7 @@ class LandingConfig:
     min_slot_bytes: int = 4 << 10
     max_slot_bytes: int = 1 << 20
     #: Measured on the MPI transport (docs/collectives.md, *What it costs*): an LL message of one
-    #: word (up to 4 bytes) is one ``Window.signal`` and saves a fifth of a small message's cost;
+    #: word (up to 4 bytes) is one ``Window.signal`` and costs a sixth less than a data-slot message;
     #: longer ones need ``put`` + ``flush`` in the lock_all epoch, which cost more today than the
     #: ``put_signal`` they replace.  Raise it where that put-and-flush is cheap.
     ll_bytes: int = 4
