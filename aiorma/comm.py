@@ -6,7 +6,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ def _physical_memory() -> int | None:
 
 
 P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class _Missing:
@@ -82,13 +83,13 @@ def _is_int(value: Any) -> bool:
 
 
 def _forward(
-    method: Callable[Concatenate[Collectives, P], Request],
-) -> Callable[Concatenate[Comm, P], Request]:
+    method: Callable[Concatenate[Collectives, P], R],
+) -> Callable[Concatenate[Comm, P], R]:
     """``comm.<collective>(...)`` is ``comm.collectives.<collective>(...)``: same signature and
     docstring (``functools.wraps``), one definition."""
 
     @functools.wraps(method)
-    def call(comm: Comm, /, *args: P.args, **kwargs: P.kwargs) -> Request:
+    def call(comm: Comm, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return method(comm.collectives, *args, **kwargs)
 
     return call
@@ -254,6 +255,10 @@ class Comm:
     # Each buffer form is defined once, on Collectives (signature, checks, docstring); the object
     # forms once, on ObjectCollectives.  The Comm's methods choose between them by their arguments.
     barrier = _forward(Collectives.barrier)
+    # Persistent collectives (MPI-4's *_init): buffer form only, arguments checked once.
+    allreduce_init = _forward(Collectives.allreduce_init)
+    bcast_init = _forward(Collectives.bcast_init)
+    reduce_init = _forward(Collectives.reduce_init)
 
     @property
     def objects(self) -> ObjectCollectives:

@@ -5,6 +5,7 @@ The user-facing calls are methods of :class:`aiorma.Comm` (``barrier``, ``bcast`
 machinery (docs/collectives.md explains it):
 
 * :mod:`.landing` — per-Comm landing windows and the flag/credit protocol;
+* :mod:`.ll` — LL messages: small messages as one put, the completion flag inside the data;
 * :mod:`.runner` — runs a Comm's collectives in call order, the first step inside the call;
 * :mod:`.objects` — the object form (mpi4py's lowercase collectives: pickled Python objects);
 * :mod:`.watcher` — notices flags raised by peers;

@@ -31,6 +31,7 @@ from .gather import (
 )
 from .landing import Landing, LandingConfig
 from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
+from .persistent import Persistent
 from .reduce import recursive_doubling_allreduce
 from .reduce_ops import is_commutative
 from .runner import SerialRunner
@@ -87,7 +88,7 @@ class Collectives:
         one's flag waits get ``make_error()``, later ones a failed Request at once.  Returns the
         futures it failed."""
         failed = self.runner.fail(make_error)
-        failed.extend(self.landing.watcher.fail(make_error()))
+        failed.extend(self.landing.fail(make_error()))
         return failed
 
     def calibrate(self, pings: int = PINGS, big_bytes: int = 256 << 10, apply: bool = True) -> Request:
@@ -223,7 +224,8 @@ class Collectives:
         nodes: Sequence[object] | None = None,
     ) -> JobFactory:
         """:meth:`bcast`'s arguments checked now, its work as a job for :meth:`submit` or for
-        another collective's job to await (``await job()``) as one of its steps."""
+        another collective's job to await (``await job()``) as one of its steps.  The job reads
+        ``buf`` when it runs, so it may run again (:meth:`bcast_init`)."""
         data = check.recv_buffer(buf, "bcast buffer")
         root = check.root(root, self.size)
         algo = check.algorithm(algorithm, tuple(select.BCAST), "bcast")
@@ -259,6 +261,23 @@ class Collectives:
             await self._run(select.BCAST[name], call, view)
 
         return job
+
+    def bcast_init(
+        self,
+        buf: np.ndarray,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        k: int | None = None,
+        tree: Any = None,
+        topology: Any = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Persistent:
+        """Persistent :meth:`bcast` (MPI-4's ``MPI_Bcast_init``): the arguments are checked (and a
+        ``tree=``/``topology=`` tree built) once, here; each ``await req.start()`` broadcasts
+        root's ``buf`` as it is at that start.  See :meth:`allreduce_init`."""
+        job = self.bcast_job(buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes)
+        return Persistent(self, job, "bcast")
 
     async def _default_bcast(self, view: np.ndarray, root: int) -> None:
         if self.size == 1 or view.size == 0:
@@ -319,6 +338,21 @@ class Collectives:
 
         ``algorithm``: ``"binomial"`` (pipelined tree), ``"reduce_scatter_gather"`` or
         ``"hierarchical"`` (node leaders); the last two need a commutative op."""
+        job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+        return self.submit(job, "reduce")
+
+    def reduce_job(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        op: Op = Op.SUM,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> JobFactory:
+        """:meth:`reduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`reduce_init`)."""
         algo = check.algorithm(algorithm, tuple(select.REDUCE), "reduce")
         root = check.root(root, self.size)
         source, operation = self._reduction_args(send, op, algo, "reduce")
@@ -342,7 +376,23 @@ class Collectives:
                 call = select.Call(self.landing, self.everyone, root, operation, groups)
                 await self._run(select.REDUCE[name], call, acc)
 
-        return self.submit(job, "reduce")
+        return job
+
+    def reduce_init(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        op: Op = Op.SUM,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Persistent:
+        """Persistent :meth:`reduce` (MPI-4's ``MPI_Reduce_init``): the arguments are checked once,
+        here; each ``await req.start()`` reduces ``send``'s contents at that start into ``recv``
+        at ``root``.  See :meth:`allreduce_init`."""
+        job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+        return Persistent(self, job, "reduce")
 
     def allreduce(
         self,
@@ -358,6 +408,19 @@ class Collectives:
 
         ``algorithm``: ``"recursive_doubling"``, ``"ring"`` (reduce-scatter + allgather) or
         ``"hierarchical"`` (node leaders); the last two need a commutative op."""
+        return self.submit(self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes), "allreduce")
+
+    def allreduce_job(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        op: Op = Op.SUM,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> JobFactory:
+        """:meth:`allreduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`allreduce_init`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLREDUCE), "allreduce")
         source, operation = self._reduction_args(send, op, algo, "allreduce")
         target = check.recv_buffer(recv, "allreduce receive buffer")
@@ -365,8 +428,7 @@ class Collectives:
         check.expect_size(target, source.size, "allreduce receive buffer")
         labels = check.nodes(nodes, self.size)
         if algo is None and labels is None:  # the common call
-            default = functools.partial(self._default_allreduce, source, target, operation)
-            return self.submit(default, "allreduce")
+            return functools.partial(self._default_allreduce, source, target, operation)
 
         async def job() -> None:
             src, out = source.reshape(-1), target.reshape(-1)
@@ -380,7 +442,23 @@ class Collectives:
             call = select.Call(self.landing, self.everyone, op=operation, groups=groups)
             await self._run(select.ALLREDUCE[name], call, src, out)
 
-        return self.submit(job, "allreduce")
+        return job
+
+    def allreduce_init(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        op: Op = Op.SUM,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Persistent:
+        """Persistent :meth:`allreduce` (MPI-4's ``MPI_Allreduce_init``): the arguments are
+        checked once, here; each ``await req.start()`` is one allreduce of ``send``'s contents at
+        that start into ``recv``.  Not collective itself (nothing is sent); every rank makes the
+        same starts, in the same order among its other collectives."""
+        job = self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes)
+        return Persistent(self, job, "allreduce")
 
     async def _default_allreduce(self, source: np.ndarray, target: np.ndarray, op: Op) -> None:
         src, out = source.reshape(-1), target.reshape(-1)

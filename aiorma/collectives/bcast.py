@@ -25,13 +25,14 @@ async def tree_bcast(ch: Landing, buf: np.ndarray, parent: int | None, children:
         await ch.recv(parent, buf)
         return
     forwards: list[asyncio.Future[None]] = []
+    nbytes = int(buf.size)
 
     def land(slot: np.ndarray, lo: int, hi: int) -> None:
         buf[lo:hi] = slot
         for child in children:
-            forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi])))
+            forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi], part_of=nbytes)))
 
-    await ch.recv_with(parent, int(buf.size), land)
+    await ch.recv_with(parent, nbytes, land)
     await await_all(forwards)
 
 

@@ -1,9 +1,9 @@
 """Landing windows: the only way collectives move data — puts, flushes and monotonic flags.
 
-Every Comm owns two windows, created collectively at start-up (``Comm._start``) and kept under
+Every Comm owns three windows, created collectively at start-up (``Comm._start``) and kept under
 one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
 
-* ``flags`` (int64, ``3·P`` counters on every rank).  Each has one writer and only grows, so it
+* ``flags`` (int64, ``4·P`` counters on every rank).  Each has one writer and only grows, so it
   is written with :meth:`Window.signal` (a put, flushed, after everything issued before it to
   that rank): no atomic, so no work for the receiver's CPU on any node, and never overtaken:
 
@@ -11,11 +11,23 @@ one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
   ``SIG + s``      flag-only messages ("signals") rank ``s`` has sent us (barrier, ...)
   ``DATA + s``     data chunks from rank ``s`` that have fully landed in our slots
   ``CREDIT + d``   data chunks of ours that rank ``d`` has consumed (its slots are free)
+  ``LL_CREDIT+d``  LL messages of ours that rank ``d`` has consumed
   ===============  =========================================================================
 
 * ``data`` (bytes): for every source rank ``s``, ``K`` slots of ``S`` bytes at
   ``(s·K + j)·S``.  Chunk number ``o`` (counted per ordered pair) from ``s`` lands in slot
   ``o mod K``.
+* ``ll`` (int64 words): for every source rank ``s``, ``L`` slots of ``W`` words at
+  ``(s·L + j)·W``, for messages of at most ``4·W`` bytes (:mod:`.ll`).
+
+**Small messages** (at most ``LandingConfig.ll_bytes``, 4 bytes by default) are LL messages: one
+put of words that each carry 4 payload bytes and the message's sequence number, then one flush
+(one :meth:`Window.signal` for a one-word message) — the receiver knows the message has landed
+when every word of the slot carries the number it expects, so there is no flag write (:mod:`.ll`;
+why a word is never seen half-written: docs/architecture.md, *One put per small message*).  LL
+message ``o`` (counted per ordered pair) from ``s`` lands in LL slot ``o mod L`` once ``s``'s
+``LL_CREDIT`` from the receiver is at least ``o + 1 − L``; credits go back once every ``L``
+messages, as below.  Larger messages take the protocol below.
 
 Protocol for one chunk ``o`` from ``A`` to ``B`` (per-pair counts agree on both sides because a
 Comm's collectives run in call order on every rank, see :mod:`.runner`):
@@ -55,12 +67,14 @@ from ..constants import MODE_NOCHECK, Op
 from ..request import Request, finish_as
 from ..win_info import Info
 from ..window import Window
+from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
 from .reduce_ops import reduce_into
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
 #: the application's windows stay as they were (``World.create_window`` counts them from 1).
 FLAGS_WIN_ID = 0xFFFF_FF00
 DATA_WIN_ID = 0xFFFF_FF01
+LL_WIN_ID = 0xFFFF_FF02
 
 _PIPELINE_BYTES = 64 << 10  # chunks from this size on are flagged one at a time
 
@@ -71,13 +85,24 @@ Consume = Callable[[np.ndarray, int, int], None]
 class LandingConfig:
     """Sizes of the landing slots.  ``slot_bytes=None`` derives the slot size from the budget:
     ``budget_bytes / (P · slots_per_peer)``, rounded down to a power of two and clamped to
-    ``[min_slot_bytes, max_slot_bytes]``."""
+    ``[min_slot_bytes, max_slot_bytes]``.
+
+    Messages of at most ``ll_bytes`` bytes are LL messages (one put each, twice the bytes: see
+    :mod:`.ll`); ``ll_bytes=0`` sends every message through the data slots.  Each peer gets
+    ``ll_slots`` LL slots, fewer when ``P · ll_slots · 2·ll_bytes`` would exceed the budget
+    (at least one)."""
 
     slots_per_peer: int = 4
     slot_bytes: int | None = None
     budget_bytes: int = 16 << 20
     min_slot_bytes: int = 4 << 10
     max_slot_bytes: int = 1 << 20
+    #: Measured on the MPI transport (docs/collectives.md, *What it costs*): an LL message of one
+    #: word (up to 4 bytes) is one ``Window.signal`` and costs a sixth less than a data-slot message;
+    #: longer ones need ``put`` + ``flush`` in the lock_all epoch, which cost more today than the
+    #: ``put_signal`` they replace.  Raise it where that put-and-flush is cheap.
+    ll_bytes: int = 4
+    ll_slots: int = 8
 
     def resolve(self, size: int) -> tuple[int, int]:
         """(slot bytes S, slots per peer K) for a Comm of ``size`` ranks."""
@@ -91,6 +116,17 @@ class LandingConfig:
         if slot < 16 or slot & (slot - 1):
             raise ValueError(f"slot size must be a power of two >= 16 bytes, not {slot}")
         return slot, slots
+
+    def resolve_ll(self, size: int) -> tuple[int, int]:
+        """(largest LL message in bytes, LL slots per peer) for a Comm of ``size`` ranks; (0, 0)
+        when LL messages are off."""
+        nbytes = int(self.ll_bytes)
+        if nbytes < 0 or nbytes % 4:
+            raise ValueError(f"ll_bytes must be a multiple of 4 bytes (0: off), not {nbytes}")
+        if nbytes == 0:
+            return 0, 0
+        slots = max(1, min(int(self.ll_slots), self.budget_bytes // max(1, size * 2 * nbytes)))
+        return nbytes, slots
 
 
 #: The configuration new Comms use; replace it (before ``aiorma.run``) to change slot sizes.
@@ -112,20 +148,37 @@ class _LongEpoch:
 class Landing:
     """One rank's side of the landing protocol: signals, chunked sends and receives."""
 
-    def __init__(self, world: World, flags: Window, data: Window, slot_bytes: int, slots: int) -> None:
+    def __init__(
+        self,
+        world: World,
+        flags: Window,
+        data: Window,
+        slot_bytes: int,
+        slots: int,
+        ll: Window,
+        ll_bytes: int,
+        ll_slots: int,
+    ) -> None:
         size = world.size
         self.rank = world.rank
         self.size = size
         self.slot_bytes = slot_bytes
         self.slots = slots
-        self.SIG, self.DATA, self.CREDIT = 0, size, 2 * size
+        #: Messages of at most this many bytes are LL messages (0: none are).
+        self.ll_bytes = ll_bytes
+        self.ll_slots = ll_slots
+        self.ll_words = ll_bytes // 4  # words per LL slot
+        self.SIG, self.DATA, self.CREDIT, self.LL_CREDIT = 0, size, 2 * size, 3 * size
         self._flags = _LongEpoch(flags)
         self._data = _LongEpoch(data)
+        self._ll = _LongEpoch(ll)
         self._flag_mem = flags.memory
         self._data_mem = data.memory
         self._progress = world.driver.progress
         self.polling = world.polled
         self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
+        self.ll_watcher = SlotWatcher(ll.memory, world.driver.waiter)
+        self._ll_mem = self.ll_watcher.memory  # the LL window's words as uint64
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -135,6 +188,10 @@ class Landing:
         self._chunks_sent = [0] * size
         self._chunks_expected = [0] * size
         self._credit_written = [0] * size  # the credit last written back to each source
+        self._ll_sent = [0] * size
+        self._ll_expected = [0] * size
+        self._ll_credit_written = [0] * size
+        self._ll_recv_tail: list[asyncio.Future[None]] = [self._done] * size
         # per-pair chains: a message to/from a peer starts only after the previous one finished
         self._send_tail: list[asyncio.Future[None]] = [self._done] * size
         self._recv_tail: list[asyncio.Future[None]] = [self._done] * size
@@ -143,27 +200,44 @@ class Landing:
     @classmethod
     async def open(cls, world: World, config: LandingConfig | None = None) -> Landing:
         """Collective: create both landing windows and open their epochs."""
-        slot_bytes, slots = (config or DEFAULT_CONFIG).resolve(world.size)
+        config = config or DEFAULT_CONFIG
+        slot_bytes, slots = config.resolve(world.size)
+        ll_bytes, ll_slots = config.resolve_ll(world.size)
         flags = await world.create_window(
-            None, 3 * world.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID, notify=True
+            None, 4 * world.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID, notify=True
         )
         data_count = world.size * slots * slot_bytes
         data = await world.create_window(None, data_count, np.dtype(np.uint8), Info(), win_id=DATA_WIN_ID)
-        landing = cls(world, flags, data, slot_bytes, slots)
+        # At least one word, so that the window exists (and is freed) on every rank alike.  A flush
+        # towards a rank rings it (notify), as for the flags: an LL message is its own flag.
+        ll_count = max(1, world.size * ll_slots * (ll_bytes // 4))
+        ll = await world.create_window(
+            None, ll_count, np.dtype(np.int64), Info(), win_id=LL_WIN_ID, notify=True
+        )
+        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots)
         await landing._flags.opened
         await landing._data.opened
+        await landing._ll.opened
         return landing
 
     async def close(self) -> None:
         """Collective: close the epochs (every RMA complete at its target) and free the windows."""
         self.watcher.close()
+        self.ll_watcher.close()
         await self._flags.close()
         await self._data.close()
+        await self._ll.close()
 
     def progress(self) -> None:
         """Drive the transport once and re-check the flags (``Request.test`` of a collective)."""
         self._progress()
         self.watcher.check()
+        self.ll_watcher.check()
+
+    def fail(self, exc: BaseException) -> list[asyncio.Future[None]]:
+        """Fail every pending wait for a flag or an LL slot, and every later one (a peer failed:
+        what we wait for may never come); the futures it failed."""
+        return self.watcher.fail(exc) + self.ll_watcher.fail(exc)
 
     # ------------------------------------------------------------------ signals
 
@@ -182,14 +256,20 @@ class Landing:
     def chunks(self, nbytes: int) -> int:
         return math.ceil(nbytes / self.slot_bytes)
 
-    def send(self, dst: int, data: np.ndarray) -> Awaitable[None]:
+    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8, contiguous) to ``dst``, which must receive
         exactly as many bytes from us at the same point of the same collective.  The numbering is
         fixed at the call; the awaitable finishes when every chunk is flagged at ``dst``, after
-        which ``data`` may be reused."""
+        which ``data`` may be reused.
+
+        ``part_of``: ``data`` is one chunk, handed to a :meth:`recv_with` consumer, of a message
+        of ``part_of`` bytes, forwarded as it arrives (``dst`` receives the whole message at
+        once).  The message's size, not the chunk's, decides whether it travels as an LL message."""
         nbytes = int(data.size)
         if nbytes == 0:
             return self._done
+        if (nbytes if part_of is None else part_of) <= self.ll_bytes:
+            return self._send_ll(dst, data)
         count = self.chunks(nbytes)
         first = self._chunks_sent[dst]
         if count == 1 and self._send_tail[dst].done():
@@ -252,6 +332,8 @@ class Landing:
         chunk's bytes and its byte range in the message) while it is still in the slot."""
         if nbytes == 0:
             return self._done
+        if nbytes <= self.ll_bytes:
+            return self._recv_ll(src, nbytes, consume)
         count = self.chunks(nbytes)
         first = self._chunks_expected[src]
         self._chunks_expected[src] += count
@@ -344,6 +426,97 @@ class Landing:
         if consumed - self._credit_written[src] >= self.slots:
             self._credit_written[src] = consumed
             self._raise_flag(src, self.CREDIT + self.rank, consumed)
+
+    # ------------------------------------------------------------------ LL messages
+
+    def _send_ll(self, dst: int, data: np.ndarray) -> Awaitable[None]:
+        """Send a small message as LL words (the data is copied into them at the call, so it may
+        be reused at once): one put and one flush, inside the call when the LL slot at ``dst`` is
+        free.  LL messages to one peer need no chain: each lands in its own slot, which the
+        receiver reads only when all its words carry that message's flag, and a later message's
+        credit implies the earlier one's."""
+        ordinal = self._ll_sent[dst]
+        self._ll_sent[dst] = ordinal + 1
+        flag = flag_of(ordinal)
+        words = encode_word(data, flag) if data.size <= 4 else encode(data, flag)
+        disp = (self.rank * self.ll_slots + ordinal % self.ll_slots) * self.ll_words
+        needed = ordinal + 1 - self.ll_slots
+        if self._flag_mem[self.LL_CREDIT + dst] >= needed:
+            return self._put_ll(dst, words, disp)
+        return self._send_ll_later(dst, words, disp, needed)
+
+    async def _send_ll_later(self, dst: int, words: np.ndarray | int, disp: int, needed: int) -> None:
+        await self.watcher.wait(self.LL_CREDIT + dst, needed)
+        await self._put_ll(dst, words, disp)
+
+    def _put_ll(self, dst: int, words: np.ndarray | int, disp: int) -> Awaitable[None]:
+        """Put the words and flush.  One word (a message of at most 4 bytes) is a
+        :meth:`Window.signal` — a put and a flush in one call, made inside it by the thin path,
+        several microseconds cheaper than ``put`` + ``flush`` in the lock_all epoch (measured:
+        docs/collectives.md, *What it costs*)."""
+        win = self._ll.win
+        if isinstance(words, int):
+            flushed = win.signal(dst, disp, words)
+        else:
+            win.put(words, dst, disp)  # locally complete or not, the flush below covers it
+            flushed = win.flush(dst)
+        if not flushed.done():
+            if self.polling:
+                self._progress()  # as in _send: carry the flush out now, not a loop turn later
+            if not flushed.done():
+                future = self._loop.create_future()
+                flushed.add_done_callback(lambda request: finish_as(future, request))
+                return future
+        error = flushed.exception()
+        if error is not None:
+            raise error
+        return self._done
+
+    def _recv_ll(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
+        """Receive a small message from its LL slot: inside the call when it has landed and
+        nothing earlier from ``src`` is still being received (consumption stays in order, which
+        the credits count on)."""
+        ordinal = self._ll_expected[src]
+        self._ll_expected[src] = ordinal + 1
+        lo = (src * self.ll_slots + ordinal % self.ll_slots) * self.ll_words
+        hi = lo + words_for(nbytes)
+        flag = flag_of(ordinal)
+        if self._ll_recv_tail[src].done():
+            payload = decode(self._ll_mem[lo:hi], flag, nbytes)
+            if payload is not None:
+                consume(payload, 0, nbytes)
+                self._ll_consumed(src, ordinal + 1)
+                return self._done
+        before, self._ll_recv_tail[src] = self._ll_recv_tail[src], self._loop.create_future()
+        return self._recv_ll_later(src, nbytes, consume, ordinal, lo, hi, before, self._ll_recv_tail[src])
+
+    async def _recv_ll_later(
+        self,
+        src: int,
+        nbytes: int,
+        consume: Consume,
+        ordinal: int,
+        lo: int,
+        hi: int,
+        before: asyncio.Future[None],
+        done: asyncio.Future[None],
+    ) -> None:
+        try:
+            if not before.done():
+                await asyncio.wait([before])
+            flag = flag_of(ordinal)
+            while (payload := decode(self._ll_mem[lo:hi], flag, nbytes)) is None:
+                await self.ll_watcher.wait_slot(lo, hi, flag)
+            consume(payload, 0, nbytes)
+            self._ll_consumed(src, ordinal + 1)
+        finally:
+            done.set_result(None)
+
+    def _ll_consumed(self, src: int, consumed: int) -> None:
+        """As :meth:`_consumed`, for LL slots: credits go back once every ``L`` messages."""
+        if consumed - self._ll_credit_written[src] >= self.ll_slots:
+            self._ll_credit_written[src] = consumed
+            self._raise_flag(src, self.LL_CREDIT + self.rank, consumed)
 
     # ------------------------------------------------------------------ flags
 

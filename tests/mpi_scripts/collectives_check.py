@@ -12,6 +12,7 @@ is a :class:`Guarded` one: sentinel elements just before and after it must come 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -454,6 +455,54 @@ async def back_to_back_1000(comm: aiorma.Comm) -> None:
 
 
 @check
+async def persistent_allreduce_bcast(comm: aiorma.Comm) -> None:
+    """Persistent collectives (``allreduce_init``, ``bcast_init``, ``reduce_init``): each start
+    uses the buffers' contents at that start, starts interleave with plain calls, a start while
+    the previous one is active is refused at the call, and a bad argument is refused at init."""
+    size, rank = comm.size, comm.rank
+    send = np.zeros(3, np.int64)
+    recv = guarded_zeros(3, np.int64)
+    total = comm.allreduce_init(send, recv.buf)
+    ordered = comm.allreduce_init(send, recv.buf, Op.REPLACE, algorithm="recursive_doubling")
+    root = size - 1
+    buf = Guarded(5, np.float64)
+    bcast = comm.bcast_init(buf.buf, root)
+    at_root = guarded_zeros(3, np.int64)
+    reduced = comm.reduce_init(send, at_root.buf if rank == root else None, Op.MAX, root)
+    for i in range(30):
+        send[:] = [i, rank, i * rank]
+        await total.start()
+        same(recv.buf, np.array([i * size, size * (size - 1) // 2, i * size * (size - 1) // 2]), f"start {i}")
+        await ordered.start()
+        same(recv.buf, np.array([i, size - 1, i * (size - 1)]), f"REPLACE start {i}")
+        if rank == root:
+            buf.buf[:] = np.arange(5.0) + i
+        await bcast.start()
+        same(buf.buf, np.arange(5.0) + i, f"bcast start {i}")
+        await reduced.start()
+        if rank == root:
+            same(at_root.buf, np.array([i, size - 1, i * (size - 1)]), f"reduce start {i}")
+        await comm.allreduce(send, recv.buf)  # a plain call between starts
+    recv.check("persistent allreduce")
+    at_root.check("persistent reduce")
+    buf.check("persistent bcast")
+    running = total.start()
+    if not running.done():
+        with contextlib.suppress(aiorma.RmaUsageError):
+            total.start()
+            raise AssertionError("a second start of an active persistent allreduce was accepted")
+    await running
+    wrong_size, no_such_root = np.zeros(4, np.int64), size
+    for bad in (
+        lambda: comm.allreduce_init(send, wrong_size),
+        lambda: comm.bcast_init(buf.buf, no_such_root),
+    ):
+        with contextlib.suppress(aiorma.RmaUsageError):
+            bad()
+            raise AssertionError("a bad persistent collective was accepted at init")
+
+
+@check
 async def held_requests_progress(comm: aiorma.Comm) -> None:
     """A collective that nobody awaits still runs: the root starts a bcast, does not await it,
     and waits (through a second, awaited collective) until every other rank has the data."""
@@ -563,6 +612,7 @@ QUICK = [
     "many_outstanding",
     "held_requests_progress",
     "bad_input_raises_at_call",
+    "persistent_allreduce_bcast",
 ]
 
 

@@ -1,0 +1,135 @@
+"""LL ("low latency") messages: the completion flag travels inside the data, one put per message.
+
+The idea is the LL protocol of NVIDIA's NCCL (``src/device/prims_ll.h``, NCCL 2.x): every 8-byte
+word carries 4 bytes of payload and a 4-byte flag, the message's sequence number.  A word whose
+flag is the sequence number the reader expects holds this message's payload, because a word is
+written whole (docs/architecture.md, *One put per small message*), so the reader knows the message
+has landed once every word's flag matches — no separate flag write, so a small message is one put
+and one flush instead of two of each.  The price is twice the bytes, which is
+why only messages up to ``LandingConfig.ll_bytes`` go this way.
+
+Layout of a word (an int64 element of the LL landing window, read as uint64): bits 0–31 payload,
+bits 32–63 flag, on either byte order (the codecs below place the halves by ``sys.byteorder``).
+Flags are ``(ordinal + 1) mod 2**32`` of the message's per-pair ordinal: never 0 (the window's
+initial contents) for the first ``2**32 − 1`` messages, and different from the previous message
+that used the slot.
+
+This module is pure data plus a watcher; :mod:`.landing` owns the slots, ordinals and credits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import numpy as np
+
+from .._core.watch import _GUARD, MemoryWatcher
+
+_LITTLE = sys.byteorder == "little"
+# Where the payload and the flag sit among a word's two uint32 halves in memory: the flag is the
+# word's high half, whichever end of the word that is.
+_PAY, _FLAG = (0, 1) if _LITTLE else (1, 0)
+_SHIFT = np.uint64(32)
+#: Messages up to this many bytes are encoded and decoded with bytes operations (a few Python
+#: calls), longer ones with numpy (a few array operations, each costing more than the whole bytes
+#: path for a short message).
+_SMALL = 32
+
+
+def words_for(nbytes: int) -> int:
+    """Words of an LL message of ``nbytes`` payload bytes (4 per word)."""
+    return (nbytes + 3) // 4
+
+
+def flag_of(ordinal: int) -> int:
+    """The flag of a pair's message number ``ordinal`` (counted from 0)."""
+    return (ordinal + 1) & 0xFFFF_FFFF
+
+
+def encode(data: np.ndarray, flag: int) -> np.ndarray:
+    """``data`` (1-D uint8) as LL words (int64, the landing window's dtype): each carries 4 bytes
+    of it (zero-padded at the end) and ``flag``."""
+    nbytes = int(data.size)
+    if nbytes <= _SMALL:
+        raw = data.tobytes()
+        if nbytes % 4:
+            raw += bytes(4 - nbytes % 4)
+        mark = flag.to_bytes(4, sys.byteorder)
+        parts = mark.join([raw[i : i + 4] for i in range(0, len(raw), 4)])
+        # Writable (a bytearray): MPI may want to write to a put's origin on some paths (an
+        # off-node put as Rget_accumulate with AIORMA_THIN=0 takes it through a writable buffer).
+        return np.frombuffer(bytearray(parts + mark if _LITTLE else mark + parts), np.int64)
+    halves = np.empty(2 * words_for(nbytes), np.uint32)
+    halves[_FLAG::2] = flag
+    if nbytes % 4:
+        padded = np.zeros(words_for(nbytes) * 4, np.uint8)
+        padded[:nbytes] = data
+        data = padded
+    halves[_PAY::2] = data.view(np.uint32)
+    return halves.view(np.int64)
+
+
+def encode_word(data: np.ndarray, flag: int) -> int:
+    """A message of at most 4 bytes as its one LL word, a Python int in int64's range (what
+    :meth:`aiorma.Window.signal` writes)."""
+    payload = int.from_bytes(data.tobytes().ljust(4, b"\0"), sys.byteorder)  # its bytes in memory
+    word = payload | flag << 32
+    return word - (1 << 64) if word >= 1 << 63 else word
+
+
+def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
+    """The payload (1-D uint8, ``nbytes``) of the LL words in ``slot`` (int64, the window's memory)
+    if every word carries ``flag``, else None (not all landed yet).
+
+    The words are copied first and only the copy is examined: each word is read once, by one
+    8-byte load, so flag and payload of a word come from the same write even on a CPU that
+    reorders loads — nothing depends on when the slot is looked at again."""
+    if nbytes <= 4:
+        word = int(slot[0]) & 0xFFFF_FFFF_FFFF_FFFF  # one load
+        if word >> 32 != flag:
+            return None
+        return np.frombuffer((word & 0xFFFF_FFFF).to_bytes(4, sys.byteorder), np.uint8, nbytes)
+    if nbytes <= _SMALL:
+        raw = slot.tobytes()
+        mark = flag.to_bytes(4, sys.byteorder)
+        at = 4 * _FLAG
+        if any(raw[i + at : i + at + 4] != mark for i in range(0, len(raw), 8)):
+            return None
+        at = 4 * _PAY
+        return np.frombuffer(
+            b"".join([raw[i + at : i + at + 4] for i in range(0, len(raw), 8)]), np.uint8, nbytes
+        )
+    halves = slot.copy().view(np.uint32)
+    if not bool((halves[_FLAG::2] == flag).all()):
+        return None
+    return halves[_PAY::2].copy().view(np.uint8)[:nbytes]
+
+
+def _landed(words: np.ndarray, flag: int) -> bool:
+    return bool(((words >> _SHIFT) == flag).all())
+
+
+class SlotWatcher(MemoryWatcher):
+    """A :class:`MemoryWatcher` over the LL landing window (viewed as uint64) that also waits for
+    a whole slot: every word of ``[lo, hi)`` carrying a flag.  It is a watcher like the flag
+    window's, so the local transport's pokes and the rank's waiter re-check it the same way."""
+
+    def __init__(self, memory: np.ndarray, waiter: object) -> None:
+        super().__init__(memory.view(np.uint64), waiter)  # type: ignore[arg-type]
+
+    def wait_slot(self, lo: int, hi: int, flag: int) -> asyncio.Future[None]:
+        """A future finished once every word of ``memory[lo:hi]`` carries ``flag`` (a hint:
+        :func:`decode` decides, on its own copy of the words)."""
+        if _landed(self.memory[lo:hi], flag):
+            return self._done
+        future: asyncio.Future[None] = self._loop.create_future()
+        if self._failure is not None:
+            future.set_exception(self._failure)
+            return future
+        self._waits.append((slice(lo, hi), _landed, flag, future))  # type: ignore[arg-type]
+        if self._waiter.polled:
+            self._waiter.wake()
+        elif self._guard is None:
+            self._guard = self._loop.call_later(_GUARD, self._guard_check)
+        return future

@@ -1,0 +1,157 @@
+"""LL messages (aiorma/collectives/ll.py): the word format, the landing protocol with tiny LL
+slots, and — under mpiexec — that the transport never lets a reader see a torn word."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aiorma
+from aiorma.bench._launch import emulation_unavailable
+from aiorma.collectives import landing
+from aiorma.collectives.landing import LandingConfig
+from aiorma.collectives.ll import decode, encode, encode_word, flag_of, words_for
+
+from .mpi_harness import REPO_ROOT, run_mpi_json
+from .mpi_scripts.collectives_check import QUICK, run_checks
+
+
+@pytest.mark.parametrize("nbytes", [1, 3, 4, 5, 8, 17, 1024])
+def test_words_round_trip(nbytes: int) -> None:
+    data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    words = encode(data, flag_of(41))
+    assert words.dtype == np.int64 and words.size == words_for(nbytes)
+    assert words.flags.writeable  # mpi4py refuses a read-only origin on some transport paths
+    got = decode(words, flag_of(41), nbytes)
+    assert got is not None and got.tobytes() == data.tobytes()
+
+
+@pytest.mark.parametrize("nbytes", [1, 2, 3, 4])
+@pytest.mark.parametrize("ordinal", [0, 2**31 - 1, 2**31, 2**32 - 2])
+def test_one_word_messages_are_signal_values(nbytes: int, ordinal: int) -> None:
+    """A message of at most 4 bytes is one word, sent as the int64 value ``Window.signal``
+    writes (flags of 2**31 and more make it negative); it decodes from the window's memory."""
+    data = np.arange(1, nbytes + 1, dtype=np.uint8)
+    value = encode_word(data, flag_of(ordinal))
+    assert -(2**63) <= value < 2**63
+    memory = np.array([value], np.int64)
+    assert (memory == encode(data, flag_of(ordinal))).all()
+    got = decode(memory, flag_of(ordinal), nbytes)
+    assert got is not None and got.tobytes() == data.tobytes()
+    assert decode(memory, flag_of(ordinal + 1), nbytes) is None
+
+
+def test_a_word_without_the_flag_means_not_landed() -> None:
+    """Any word still carrying an older message's flag (or the initial 0) keeps the message
+    unlanded, wherever it is in the slot."""
+    data = np.arange(40, dtype=np.uint8)
+    for stale_flag in (0, flag_of(6)):
+        for position in (0, 5, 9):
+            words = encode(data, flag_of(7))
+            words[position] = encode(data[:4], stale_flag)[0]
+            assert decode(words, flag_of(7), 40) is None
+
+
+def test_flags_never_repeat_on_a_slot_and_are_never_zero() -> None:
+    assert flag_of(0) == 1 and flag_of(2**32 - 2) == 2**32 - 1
+    for slots in (1, 2, 8):
+        assert all(flag_of(o) != flag_of(o - slots) for o in range(slots, 100))
+
+
+TINY_LL = [(2, 0, 1), (3, 16, 1), (4, 8, 2), (5, 64, 3)]
+TINY_CASES = [(n, ll, slots, name) for n, ll, slots in TINY_LL for name in QUICK]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("size", "ll_bytes", "ll_slots", "name"),
+    TINY_CASES,
+    ids=[f"{size}-ll{ll}x{slots}-{name}" for size, ll, slots, name in TINY_CASES],
+)
+def test_tiny_ll_slots(
+    monkeypatch: pytest.MonkeyPatch, size: int, ll_bytes: int, ll_slots: int, name: str
+) -> None:
+    """With one to three LL slots per peer, LL messages wait for credits, and LL and chunked
+    messages between one pair interleave (the data slots are small too): every check of the
+    battery must still agree with numpy.  ``ll_bytes=0``: no LL message at all."""
+    config = LandingConfig(slot_bytes=32, slots_per_peer=2, ll_bytes=ll_bytes, ll_slots=ll_slots)
+    monkeypatch.setattr(landing, "DEFAULT_CONFIG", config)
+    assert aiorma.run(functools.partial(run_checks, names=[name]), nprocs=size) == [[name]] * size
+
+
+def test_ll_config() -> None:
+    assert LandingConfig().resolve_ll(4) == (4, 8)
+    assert LandingConfig(ll_bytes=1024).resolve_ll(4) == (1024, 8)
+    assert LandingConfig(ll_bytes=0).resolve_ll(4) == (0, 0)
+    assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 20).resolve_ll(64) == (4096, 2)
+    assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 10).resolve_ll(64) == (4096, 1)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        LandingConfig(ll_bytes=6).resolve_ll(2)
+
+
+TORN = REPO_ROOT / "tests" / "mpi_scripts" / "ll_torn_words.py"
+BATTERY = REPO_ROOT / "tests" / "mpi_scripts" / "ll_battery.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
+def test_battery_with_multiword_ll_under_mpiexec(nodes: int) -> None:
+    """The quick battery under mpiexec with LL messages up to 1 KiB in 2 slots per peer (the
+    default sends only one-word messages as LL): every check must pass on every rank."""
+    if nodes == 2 and (reason := emulation_unavailable()) is not None:
+        pytest.skip(reason)
+    ranks = run_mpi_json(BATTERY, 3, "1024", "2", timeout=360, emulate_nodes=nodes if nodes > 1 else 0)
+    assert ranks == [QUICK] * 3
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
+@pytest.mark.parametrize(("ll_bytes", "sizes"), [(1024, "4,8,64,1024"), (65536, "4096,65536")])
+def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str, nodes: int) -> None:
+    """The property LL messages stand on, measured on the MPI transport: rank 1 reads the slot
+    rank 0 is writing, again and again, and no word it ever reads mixes two writes — also for
+    messages far larger than the default ``ll_bytes`` (other memcpy strategies), and between two
+    emulated nodes (MPICH's network module instead of shared memory)."""
+    if nodes == 2 and (reason := emulation_unavailable()) is not None:
+        pytest.skip(reason)
+    emulate = nodes if nodes > 1 else 0
+    ranks = run_mpi_json(TORN, 2, str(ll_bytes), sizes, "3000", timeout=240, emulate_nodes=emulate)
+    reader = ranks[1]
+    assert reader["torn"] == 0, reader
+    assert reader["reads"] >= 3000
+
+
+@pytest.mark.timeout(30)
+def test_a_peer_failing_fails_a_wait_for_an_ll_message() -> None:
+    """Rank 0 waits for a one-word LL message (a 4-byte allreduce) from rank 1, which raises
+    instead: rank 0's Request fails with PeerFailed within seconds, it does not hang, and the
+    wait for the LL slot fails too instead of staying registered."""
+    seen: dict[str, Any] = {}
+
+    class Boom(Exception):
+        pass
+
+    async def main(comm: aiorma.Comm) -> None:
+        await comm.barrier()
+        if comm.rank == 1:
+            await asyncio.sleep(0.05)
+            raise Boom("no allreduce from me")
+        try:
+            async with asyncio.timeout(5):
+                await comm.allreduce(np.ones(1, np.int32), np.zeros(1, np.int32))
+        except Exception as exc:
+            seen["allreduce"] = exc
+        # ... and the wait for the slot failed with it, not left behind for good
+        seen["left waiting"] = comm.collectives.landing.ll_watcher.waiting()
+
+    with pytest.raises(Boom):
+        aiorma.run(main, nprocs=2)
+    failure = seen.get("allreduce")
+    assert isinstance(failure, aiorma.PeerFailed) and failure.rank == 1, seen
+    assert seen["left waiting"] is False, seen
