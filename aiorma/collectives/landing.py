@@ -451,7 +451,7 @@ class Landing:
 
     def _put_ll(self, dst: int, words: np.ndarray | int, disp: int) -> Awaitable[None]:
         """Put the words and flush.  One word (a message of at most 4 bytes) is a
-        :meth:`Window.signal` — a put and a flush in one call, made inside it by the thin path,
+        :meth:`Window.signal` — a put and a flush in one call, made inside the call by the engine,
         several microseconds cheaper than ``put`` + ``flush`` in the lock_all epoch (measured:
         docs/collectives.md, *What it costs*)."""
         win = self._ll.win

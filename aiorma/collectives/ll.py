@@ -57,8 +57,8 @@ def encode(data: np.ndarray, flag: int) -> np.ndarray:
             raw += bytes(4 - nbytes % 4)
         mark = flag.to_bytes(4, sys.byteorder)
         parts = mark.join([raw[i : i + 4] for i in range(0, len(raw), 4)])
-        # Writable (a bytearray): MPI may want to write to a put's origin on some paths (an
-        # off-node put as Rget_accumulate with AIORMA_THIN=0 takes it through a writable buffer).
+        # Writable (a bytearray): where MPI wants a writable origin (an off-node put as
+        # Rget_accumulate with AIORMA_INLINE=0) the transport would otherwise copy a read-only one.
         return np.frombuffer(bytearray(parts + mark if _LITTLE else mark + parts), np.int64)
     halves = np.empty(2 * words_for(nbytes), np.uint32)
     halves[_FLAG::2] = flag
