@@ -15,7 +15,7 @@ from ._core.context import context, per_thread
 #: that finished inside its call would otherwise never yield, and a task awaiting aiorma calls in
 #: a loop would starve its rank's timers, timeouts, other tasks and in-process peers.  1 ms keeps
 #: a 5 ms timer within a fifth of its period, while a loop turn (10-15 µs) every millisecond
-#: costs the hot path about 1 %.  (The rule is :func:`aiorma._core.await_policy.wait`'s.)
+#: costs the hot path about 1 %.  (The rule is ``aiorma._core.await_policy.wait``'s.)
 FAIR_SLICE = await_policy.FAIR_SLICE
 
 _finished_empty: dict[str, Request] = {}  # see Request.finished
