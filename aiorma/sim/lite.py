@@ -218,9 +218,11 @@ class LiteLanding:
     def chunks(self, nbytes: int) -> int:
         return 1 if nbytes else 0
 
-    def send(self, dst: int, data: np.ndarray) -> Awaitable[None]:
+    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8) to ``dst``; the awaitable finishes at local
-        completion of the flag put (``data`` may then be reused)."""
+        completion of the flag put (``data`` may then be reused).  ``part_of`` is the real
+        landing's hint for a forwarded chunk of a longer message; one message path here, so it
+        changes nothing."""
         nbytes = int(data.size)
         if nbytes == 0:
             return self._done
