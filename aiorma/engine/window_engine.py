@@ -85,10 +85,13 @@ _Slot = tuple[EpochKind, int | None]
 
 
 _FENCE_SLOT: _Slot = (EpochKind.FENCE, None)
-_NO_OVERLAPS: frozenset[int] = frozenset()
 _START_SLOT: _Slot = (EpochKind.START, None)
 _POST_SLOT: _Slot = (EpochKind.POST, None)
 _LOCK_ALL_SLOT: _Slot = (EpochKind.LOCK_ALL, None)
+
+
+def _slot_of(epoch: Epoch) -> _Slot:
+    return (epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
 
 
 def _application_call(
@@ -154,7 +157,7 @@ class WindowEngine:
         self.size = size
         self.info = info if info is not None else Info()
         self.peers = [PeerTrait() for _ in range(size)]
-        self._everyone = tuple(range(size))  # a fence epoch's group
+        self._everyone = tuple(range(size))  # the group of a fence or lock_all epoch
         self.layout = ControlLayout(size)
         #: This rank's control region (int64, ``layout.words``); peers write it, we read it.
         self.control = control if control is not None else np.zeros(self.layout.words, np.int64)
@@ -237,8 +240,7 @@ class WindowEngine:
         MODE_NOSUCCEED).  The token finishes when the closed epoch completes on this process —
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
         nothing is closed, once the new epoch is activated."""
-        if type(assertion) is not int or assertion:
-            check_assertion(assertion)
+        check_assertion(assertion)
         closing = self._open.get(_FENCE_SLOT)
         if len(self._open) > (closing is not None):
             other = next(e for e in self._open.values() if e.kind is not EpochKind.FENCE)
@@ -268,11 +270,9 @@ class WindowEngine:
     def post(self, group: Iterable[int], assertion: int = 0) -> int:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
-        if type(assertion) is not int or assertion:
-            check_assertion(assertion)
+        check_assertion(assertion)
         members = check_group(group, self.size)
-        if self._open:
-            self._check_may_open(EpochKind.POST)
+        self._check_may_open(EpochKind.POST)
         token = self._new_token()
         self._open_epoch(EpochKind.POST, members, assertion, token)
         self._activate_ready()
@@ -282,11 +282,9 @@ class WindowEngine:
     def start(self, group: Iterable[int], assertion: int = 0) -> int:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
-        if type(assertion) is not int or assertion:
-            check_assertion(assertion)
+        check_assertion(assertion)
         members = check_group(group, self.size)
-        if self._open:
-            self._check_may_open(EpochKind.START)
+        self._check_may_open(EpochKind.START)
         token = self._new_token()
         self._open_epoch(EpochKind.START, members, assertion, token)
         self._activate_ready()
@@ -332,10 +330,8 @@ class WindowEngine:
     def lock(self, rank: int, lock_type: LockType = LockType.EXCLUSIVE, assertion: int = 0) -> int:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
-        if type(assertion) is not int or assertion:
-            check_assertion(assertion)
-        if type(rank) is not int or not 0 <= rank < self.size:
-            rank = check_rank(rank, self.size)
+        check_assertion(assertion)
+        rank = check_rank(rank, self.size)
         try:
             if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
                 lock_type = LockType(lock_type)
@@ -345,8 +341,7 @@ class WindowEngine:
             ) from None
         if (EpochKind.LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
-        if self._open:
-            self._check_may_open(EpochKind.LOCK)
+        self._check_may_open(EpochKind.LOCK)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
         self._activate_ready()
@@ -356,8 +351,7 @@ class WindowEngine:
     def unlock(self, rank: int) -> int:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
-        if type(rank) is not int or not 0 <= rank < self.size:
-            rank = check_rank(rank, self.size)
+        rank = check_rank(rank, self.size)
         epoch = self._open.get((EpochKind.LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
@@ -369,12 +363,10 @@ class WindowEngine:
     def lock_all(self, assertion: int = 0) -> int:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
-        if type(assertion) is not int or assertion:
-            check_assertion(assertion)
-        if self._open:
-            self._check_may_open(EpochKind.LOCK_ALL)
+        check_assertion(assertion)
+        self._check_may_open(EpochKind.LOCK_ALL)
         token = self._new_token()
-        self._open_epoch(EpochKind.LOCK_ALL, tuple(range(self.size)), assertion, token)
+        self._open_epoch(EpochKind.LOCK_ALL, self._everyone, assertion, token)
         self._activate_ready()
         return token
 
@@ -400,18 +392,13 @@ class WindowEngine:
         Token: finished when they are complete at the target.  It also answers flush_local:
         remote completion implies local completion, and MPI's flush is no slower than its
         flush_local for the allocated windows aiorma uses."""
-        if type(rank) is not int or not 0 <= rank < self.size:
-            rank = check_rank(rank, self.size)
+        rank = check_rank(rank, self.size)
         epoch = self._access_epoch_for(rank, passive_only=True)
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
         access = epoch.access[rank]
-        if (
-            not self._flush_waiters
-            and access.phase is TargetPhase.GRANTED
-            and self._remotely_complete(rank, access.last_seq)
-        ):
-            token = self._next_token  # complete already, or by a flush answered inside the call
+        if self._flushed_in_call(access):
+            token = self._next_token
             self._next_token += 1
             self.io.complete(token, None)
             return token
@@ -423,13 +410,19 @@ class WindowEngine:
         every RMA call made in it towards ``rank`` is complete there — already, or by a flush the
         I/O completed inside this call.  False changes nothing but perhaps asking for that flush
         (whose report is acted on as any flush's)."""
-        if self._flush_waiters or type(rank) is not int:
+        if type(rank) is not int:
             return False
         epoch = self._access_epoch_for(rank, passive_only=True)
-        if epoch is None:
-            return False
-        access = epoch.access[rank]
-        return access.phase is TargetPhase.GRANTED and self._remotely_complete(rank, access.last_seq)
+        return epoch is not None and self._flushed_in_call(epoch.access[rank])
+
+    def _flushed_in_call(self, access: AccessTarget) -> bool:
+        """A flush of ``access`` done inside the call: no flush is waiting before it, the target
+        granted, and its RMA is complete there already or by a flush answered inside the call."""
+        return (
+            not self._flush_waiters
+            and access.phase is TargetPhase.GRANTED
+            and self._remotely_complete(access.rank, access.last_seq)
+        )
 
     @_application_call
     def flush_all(self) -> int:
@@ -608,26 +601,23 @@ class WindowEngine:
             group=group,
             assertion=assertion,
             predecessor=self._last_kind,
-            overlaps=frozenset([e.id for e in opened.values()]) if opened else _NO_OVERLAPS,
+            overlaps=frozenset(e.id for e in opened.values()),
             open_token=open_token,
             lock_type=lock_type,
         )
         self._next_epoch_id += 1
         self._last_kind = kind
         if kind in ACCESS_KINDS:
-            if len(group) == 1:
-                epoch.access = {group[0]: AccessTarget(group[0])}
-            else:
-                epoch.access = {r: AccessTarget(r) for r in group}
+            epoch.access = {r: AccessTarget(r) for r in group}
         self._deferred.append(epoch)
-        opened[(kind, group[0]) if kind is EpochKind.LOCK else (kind, None)] = epoch
+        opened[_slot_of(epoch)] = epoch
         if self.history is not None or self.observer is not None:  # tracing only
             self._emit(EpochEvent("open", epoch.id, epoch.kind))
         return epoch
 
     def _close(self, epoch: Epoch, token: int) -> None:
         epoch.close_token = token
-        del self._open[(epoch.kind, epoch.group[0]) if epoch.kind is EpochKind.LOCK else (epoch.kind, None)]
+        del self._open[_slot_of(epoch)]
         self._move_epoch(epoch, EpochStep.CLOSE)
         self._advance(epoch)
 
@@ -644,12 +634,9 @@ class WindowEngine:
             while self._activate_again:
                 self._activate_again = False
                 deferred = self._deferred
-                active = self._active
-                while deferred and (
-                    not active or may_activate(deferred[0], active, self.info, self._window_locked)
-                ):
+                while deferred and may_activate(deferred[0], self._active, self.info, self._window_locked):
                     epoch = deferred.popleft()
-                    active.append(epoch)
+                    self._active.append(epoch)
                     self._activate(epoch)
         finally:
             self._activating = False
@@ -709,10 +696,8 @@ class WindowEngine:
                 if access.rank == self.rank or opened >= epoch.fence_ordinal:
                     self._grant(epoch, access)
             self._complete_token(epoch.open_token)
-        if epoch.open_token in self._pending_tokens:
-            self._check_open_token(epoch)
-        if epoch.phase is EpochPhase.CLOSING:
-            self._advance(epoch)
+        self._check_open_token(epoch)
+        self._advance(epoch)
 
     def _grants_arrived(self, src: int, granted_id: int) -> None:
         for epoch in self._live_of(EpochKind.START):
@@ -727,8 +712,7 @@ class WindowEngine:
     def _lock_granted(self, epoch: Epoch, access: AccessTarget) -> None:
         self._grant(epoch, access)
         self._check_open_token(epoch)
-        if epoch.phase is EpochPhase.CLOSING:
-            self._advance(epoch)
+        self._advance(epoch)
 
     def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
         del self._locks[access.rank]
@@ -817,13 +801,10 @@ class WindowEngine:
         self._active.remove(epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
-        if epoch.open_token in self._pending_tokens:
-            self._complete_token(epoch.open_token)
+        self._complete_token(epoch.open_token)
         self._complete_token(epoch.close_token)
-        if self._deferred:
-            self._activate_ready()
-        if self._free_token is not None:
-            self._check_free()
+        self._activate_ready()
+        self._check_free()
 
     def _check_free(self) -> None:
         if self._free_token is not None and not self._active and not self._deferred:
