@@ -12,7 +12,7 @@ import pytest
 from aiorma.constants import MODE_NOSUCCEED
 from aiorma.engine import diagram
 from aiorma.engine.epochs import AccessTarget, Epoch
-from aiorma.engine.rules import EpochKind, ReorderFlag
+from aiorma.engine.rules import NEVER_REORDERED, REORDER_FLAG, EpochKind, ReorderFlag
 from aiorma.engine.states import (
     EPOCH_TRANSITIONS,
     TARGET_TRANSITIONS,
@@ -189,3 +189,10 @@ def test_each_reorder_flag_is_one_info_field() -> None:
     for flag in ReorderFlag:
         assert flag.enabled(Info(**{flag.value: True}))
         assert not flag.enabled(Info())
+
+
+def test_no_reorder_flag_names_a_fence_or_lock_all_epoch() -> None:
+    """Rules 18–19: activation looks a pair up in REORDER_FLAG and reads "absent" as "no flag",
+    so the table must not hold a pair with a fence or lock_all epoch on either side."""
+    for previous, later in REORDER_FLAG:
+        assert previous not in NEVER_REORDERED and later not in NEVER_REORDERED

@@ -8,30 +8,45 @@ activates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
-from ..win_info import Info
 from .epochs import Epoch
-from .rules import EXTRA_CONDITION, NEVER_REORDERED, ExtraCondition, reorder_flag
+from .rules import EXTRA_CONDITION, NEVER_REORDERED, REORDER_FLAG, ExtraCondition, ReorderFlag
 
 
-def may_activate(epoch: Epoch, earlier: list[Epoch], info: Info, window_locked: Callable[[], bool]) -> bool:
+def may_activate(
+    epoch: Epoch, earlier: list[Epoch], reorder: Container[ReorderFlag], window_locked: Callable[[], bool]
+) -> bool:
     """True when ``epoch`` may activate now, with ``earlier`` (the active epochs, oldest first)
-    still live.  ``window_locked()`` reads whether some process holds or is queued for a lock on
-    this rank's window (asked only for the rule that needs it)."""
+    still live.  ``reorder``: the reorder flags the window's Info sets.  ``window_locked()``
+    reads whether some process holds or is queued for a lock on this rank's window (asked only
+    for the rule that needs it)."""
+    # Plain loops, not any()/all() over generators: this runs for every epoch the engine
+    # activates, and a generator is a frame per call on the interpreters aiorma supports.
     if not earlier:
         return True
-    if epoch.kind in NEVER_REORDERED or any(e.kind in NEVER_REORDERED for e in earlier):
+    if epoch.kind in NEVER_REORDERED:
         return False  # rules 18-19: wait for completion
-    if all(e.id in epoch.overlaps for e in earlier):
+    overlapped = True
+    for e in earlier:
+        if e.kind in NEVER_REORDERED:
+            return False  # rules 18-19
+        if e.id not in epoch.overlaps:
+            overlapped = False
+    if overlapped:
         return True  # opened together at application level: run together, as MPI would
-    flag = reorder_flag(epoch.predecessor, epoch.kind) if epoch.predecessor else None
-    if flag is None or not flag.enabled(info):
+    previous = epoch.predecessor
+    flag = REORDER_FLAG.get((previous, epoch.kind)) if previous is not None else None
+    # (a pair not in the table has no flag: none names a fence or lock_all epoch)
+    if flag is None or flag not in reorder:
         return False
     condition = EXTRA_CONDITION.get(epoch.kind)
     if condition is ExtraCondition.LOCKED_RANK_NOT_A_TARGET:  # rules 13a, 15a
         rank = epoch.group[0]
-        return not any(e.is_access and rank in e.access for e in earlier)
+        for e in earlier:  # noqa: SIM110 (a loop, not all(): no generator frame)
+            if rank in e.access:  # (only access epochs have targets)
+                return False
+        return True
     if condition is ExtraCondition.WINDOW_NOT_LOCKED:  # rules 16a, 17a
         return not window_locked()
     return True

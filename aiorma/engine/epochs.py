@@ -64,6 +64,9 @@ class Epoch:
     access: dict[int, AccessTarget] = attrs.field(factory=dict)
     expected_done: dict[int, int] = attrs.field(factory=dict)  # exposure: origin -> ordinal
     fence_done_sent: bool = False
+    # Its key among the epochs open at application level: the kind, and the target of a lock
+    # epoch (several lock epochs towards different ranks may be open at once; one of any other).
+    slot: tuple[EpochKind, int | None] = (EpochKind.FENCE, None)
 
     @property
     def state(self) -> EpochState:

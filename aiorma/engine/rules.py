@@ -55,7 +55,8 @@ class ReorderFlag(IdentityEnum):
         return bool(getattr(info, self.value))
 
 
-# Rules 12–17: (immediately preceding epoch, epoch to activate) -> the flag that allows it.
+# Rules 12–17: (immediately preceding epoch, epoch to activate) -> the flag that allows it.  No
+# pair names a fence or lock_all epoch (rules 18–19), so a pair not in the table has no flag.
 REORDER_FLAG: dict[tuple[EpochKind, EpochKind], ReorderFlag] = {
     (EpochKind.START, EpochKind.START): ReorderFlag.ACCESS_AFTER_ACCESS,  # 12
     (EpochKind.LOCK, EpochKind.START): ReorderFlag.ACCESS_AFTER_ACCESS,  # 12
@@ -92,10 +93,3 @@ MAY_OVERLAP = frozenset(
         (EpochKind.LOCK, EpochKind.LOCK),  # towards different ranks; checked at the call
     }
 )
-
-
-def reorder_flag(previous: EpochKind, later: EpochKind) -> ReorderFlag | None:
-    """The Info flag that lets ``later`` activate while ``previous`` is active, if any."""
-    if previous in NEVER_REORDERED or later in NEVER_REORDERED:
-        return None
-    return REORDER_FLAG.get((previous, later))

@@ -10,8 +10,8 @@ asked for it returns.  An atomic answered at once (shared memory) lets the lock 
 next step at once (:mod:`.lock_protocol`), so the same state machine serves a lock granted inside
 ``lock()`` and one granted by a peer's hand-off a second later: only where the step runs differs.
 A flush answered at once is acted on at the end of the outermost call, never in the middle of the
-step that asked for it (that step is pushing an epoch towards completion, which the flush's
-report would re-enter).
+step that asked for it (:mod:`.completion` keeps the issue sequence numbers, the flushes and the
+flush Requests).
 
 Each application call first checks everything and raises :class:`EpochError` (or another usage
 error) without changing any state; only then does it act.
@@ -38,11 +38,11 @@ error and changes nothing.
 from __future__ import annotations
 
 import functools
+import operator
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import attrs
 import numpy as np
 
 from ..constants import (
@@ -56,6 +56,7 @@ from ..win_info import Info
 from .actions import Action, ActionLog, EngineIO, EpochEvent
 from .activation import may_activate
 from .checks import check_assertion, check_group, check_rank
+from .completion import RemoteCompletion
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .lock_protocol import LockCounts, QueueLock
@@ -64,6 +65,7 @@ from .rules import (
     MAY_OVERLAP,
     PASSIVE_KINDS,
     EpochKind,
+    ReorderFlag,
 )
 from .states import (
     CLOSED_OUT_PHASES,
@@ -90,8 +92,8 @@ _POST_SLOT: _Slot = (EpochKind.POST, None)
 _LOCK_ALL_SLOT: _Slot = (EpochKind.LOCK_ALL, None)
 
 
-def _slot_of(epoch: Epoch) -> _Slot:
-    return (epoch.kind, epoch.group[0] if epoch.kind is EpochKind.LOCK else None)
+_NO_OVERLAPS: frozenset[int] = frozenset()
+_epoch_id = operator.attrgetter("id")
 
 
 def _application_call(
@@ -108,7 +110,7 @@ def _application_call(
             engine._check_usable()  # a failed or freed window refuses every call
         try:
             result = method(engine, *args, **kwargs)
-            if engine._flushes_inline:
+            if engine.completion.answered_inline:
                 engine._settle()
             return result
         except RmaUsageError:
@@ -119,16 +121,6 @@ def _application_call(
             raise engine._internal_error(exc) from exc
 
     return call
-
-
-@attrs.define(eq=False)
-class _FlushWaiter:
-    """A flush's Request: done once, for each access target, every op called before the flush
-    is remotely complete.  ``needs`` pairs an access with the issue sequence number to reach
-    (None while the access waits for its grant: its recorded ops get their numbers then)."""
-
-    token: int
-    needs: list[tuple[AccessTarget, int | None]]
 
 
 class WindowEngine:
@@ -149,13 +141,11 @@ class WindowEngine:
         self.win_id = win_id
         #: Where every step that needs the world goes (an :class:`ActionLog` when none is given).
         self.io: EngineIO = io if io is not None else ActionLog()
-        # Flushes the I/O completed inside its call, (target, upto): reported to ourselves at the
-        # end of the outermost call (_settle).
-        self._flushes_inline: deque[tuple[int, int]] = deque()
-        self._settling = False
+        self._settling = False  # _settle is running
         self.rank = rank
         self.size = size
         self.info = info if info is not None else Info()
+        self._reorder_flags = frozenset(flag for flag in ReorderFlag if flag.enabled(self.info))
         self.peers = [PeerTrait() for _ in range(size)]
         self._everyone = tuple(range(size))  # the group of a fence or lock_all epoch
         self.layout = ControlLayout(size)
@@ -191,13 +181,14 @@ class WindowEngine:
         self._next_epoch_id = 1
         self._next_token = 1
         self._pending_tokens: set[int] = set()
-        self._flush_waiters: list[_FlushWaiter] = []
         self._free_token: int | None = None
         # The recorded actions of an engine driven by hand (always empty with a live I/O).
         self._actions: list[Action] = self.io.actions if isinstance(self.io, ActionLog) else []
         self._activating = False
         self._activate_again = False
         self._advancing: Epoch | None = None  # the epoch _advance is pushing, if any
+        #: Issue sequence numbers, flushes and flush Requests (:mod:`.completion`).
+        self.completion = RemoteCompletion(self.peers, self.io, self._active, self._complete_token)
 
     # ------------------------------------------------------------------ output
 
@@ -213,7 +204,7 @@ class WindowEngine:
             return
         self._settling = True
         try:
-            done = self._flushes_inline
+            done = self.completion.answered_inline
             while done:
                 self._flushed(*done.popleft())
         finally:
@@ -397,12 +388,14 @@ class WindowEngine:
         if epoch is None:
             raise EpochError(f"flush({rank}) outside a lock epoch towards rank {rank}")
         access = epoch.access[rank]
-        if self._flushed_in_call(access):
+        if self.completion.flushed_in_call(access):
             token = self._next_token
             self._next_token += 1
             self.io.complete(token, None)
             return token
-        return self._add_flush_waiter([access])
+        token = self._new_token()
+        self.completion.wait_for(token, [access])
+        return token
 
     @_application_call
     def flush_inline(self, rank: int) -> bool:
@@ -413,16 +406,7 @@ class WindowEngine:
         if type(rank) is not int:
             return False
         epoch = self._access_epoch_for(rank, passive_only=True)
-        return epoch is not None and self._flushed_in_call(epoch.access[rank])
-
-    def _flushed_in_call(self, access: AccessTarget) -> bool:
-        """A flush of ``access`` done inside the call: no flush is waiting before it, the target
-        granted, and its RMA is complete there already or by a flush answered inside the call."""
-        return (
-            not self._flush_waiters
-            and access.phase is TargetPhase.GRANTED
-            and self._remotely_complete(access.rank, access.last_seq)
-        )
+        return epoch is not None and self.completion.flushed_in_call(epoch.access[rank])
 
     @_application_call
     def flush_all(self) -> int:
@@ -430,13 +414,8 @@ class WindowEngine:
         epochs = [e for e in self.open_epochs() if e.kind in PASSIVE_KINDS]
         if not epochs:
             raise EpochError("flush_all() outside a lock or lock_all epoch")
-        return self._add_flush_waiter([a for e in epochs for a in e.access.values()])
-
-    def _add_flush_waiter(self, targets: list[AccessTarget]) -> int:
         token = self._new_token()
-        needs = [(a, a.last_seq if a.granted else None) for a in targets if a.op_count]
-        self._flush_waiters.append(_FlushWaiter(token, needs))
-        self._service_flush_waiters()
+        self.completion.wait_for(token, [a for e in epochs for a in e.access.values()])
         return token
 
     # ---------------------------------------------------------------- application: RMA
@@ -562,7 +541,7 @@ class WindowEngine:
         for epoch in list(self._active):
             if target in epoch.access:
                 self._advance(epoch)
-        self._service_flush_waiters()
+        self.completion.service()
 
     # ------------------------------------------------------------ control region (LockIO)
 
@@ -601,23 +580,27 @@ class WindowEngine:
             group=group,
             assertion=assertion,
             predecessor=self._last_kind,
-            overlaps=frozenset(e.id for e in opened.values()),
+            # (map and a C getter, not a generator: no frame per epoch)
+            overlaps=frozenset(map(_epoch_id, opened.values())) if opened else _NO_OVERLAPS,
             open_token=open_token,
             lock_type=lock_type,
+            slot=(kind, group[0]) if kind is EpochKind.LOCK else (kind, None),
         )
         self._next_epoch_id += 1
         self._last_kind = kind
         if kind in ACCESS_KINDS:
-            epoch.access = {r: AccessTarget(r) for r in group}
+            access = epoch.access
+            for r in group:
+                access[r] = AccessTarget(r)
         self._deferred.append(epoch)
-        opened[_slot_of(epoch)] = epoch
+        opened[epoch.slot] = epoch
         if self.history is not None or self.observer is not None:  # tracing only
             self._emit(EpochEvent("open", epoch.id, epoch.kind))
         return epoch
 
     def _close(self, epoch: Epoch, token: int) -> None:
         epoch.close_token = token
-        del self._open[_slot_of(epoch)]
+        del self._open[epoch.slot]
         self._move_epoch(epoch, EpochStep.CLOSE)
         self._advance(epoch)
 
@@ -631,10 +614,11 @@ class WindowEngine:
         self._activating = True
         try:
             self._activate_again = True
+            reorder = self._reorder_flags
             while self._activate_again:
                 self._activate_again = False
                 deferred = self._deferred
-                while deferred and may_activate(deferred[0], self._active, self.info, self._window_locked):
+                while deferred and may_activate(deferred[0], self._active, reorder, self._window_locked):
                     epoch = deferred.popleft()
                     self._active.append(epoch)
                     self._activate(epoch)
@@ -696,7 +680,8 @@ class WindowEngine:
                 if access.rank == self.rank or opened >= epoch.fence_ordinal:
                     self._grant(epoch, access)
             self._complete_token(epoch.open_token)
-        self._check_open_token(epoch)
+        if kind is EpochKind.START or nocheck:  # (a lock request's grant checks for itself)
+            self._check_open_token(epoch)
         self._advance(epoch)
 
     def _grants_arrived(self, src: int, granted_id: int) -> None:
@@ -725,10 +710,7 @@ class WindowEngine:
         queued, access.queued = access.queued, []
         for token, payload in queued:
             self._issue(epoch, access, token, payload)
-        if self._flush_waiters:
-            for waiter in self._flush_waiters:
-                waiter.needs = [(a, a.last_seq if a is access else seq) for a, seq in waiter.needs]
-            self._service_flush_waiters()
+        self.completion.granted(access)
 
     def _check_open_token(self, epoch: Epoch) -> None:
         if epoch.kind is EpochKind.POST or epoch.kind is EpochKind.FENCE:
@@ -762,7 +744,7 @@ class WindowEngine:
                 if needs_grant and phase not in GRANTED_PHASES:
                     finished = False
                     continue
-                if not self._remotely_complete(access.rank, access.last_seq):
+                if not self.completion.complete(access.rank, access.last_seq):
                     finished = False
                     continue
                 lock = access.lock
@@ -815,55 +797,13 @@ class WindowEngine:
 
     def _issue(self, epoch: Epoch, access: AccessTarget, token: int, payload: Any) -> None:
         # Issue sequence numbers are per target and monotonic: an access's RMA is remotely
-        # complete once the target's flushed watermark reaches its last one.
+        # complete once the target's flushed watermark reaches its last one (.completion).
         peer = self.peers[access.rank]
         peer.issued_seq += 1
         access.last_seq = peer.issued_seq
         self.io.issue(token, access.rank, payload)
         if self.history is not None or self.observer is not None:
             self._emit(EpochEvent("issue", epoch.id, epoch.kind, access.rank))
-
-    def _remotely_complete(self, target: int, last_seq: int) -> bool:
-        """True when every op towards ``target`` up to ``last_seq`` is remotely complete: already,
-        or by a flush the I/O completed inside this call.  False: a flush is in flight, and
-        :meth:`flushed` will report it."""
-        return self.peers[target].remote_complete_seq >= last_seq or self._request_flush(target)
-
-    def _request_flush(self, target: int) -> bool:
-        """Ask for a flush of every op issued to ``target`` (unless one is asked for already).
-        True when the I/O completed it inside the call: the watermark moves now, so the step that
-        asked goes on at once; the other epochs and flushes that wait on ``target`` hear of it at
-        the end of the outermost call (:meth:`_settle`), never in the middle of this step."""
-        peer = self.peers[target]
-        if peer.issued_seq <= peer.flush_requested:
-            return False  # in flight already
-        upto = peer.flush_requested = peer.issued_seq
-        if not self.io.flush(target, upto):
-            return False
-        peer.remote_complete_seq = upto
-        if len(self._active) > 1 or self._flush_waiters:
-            self._flushes_inline.append((target, upto))
-        return True
-
-    def _service_flush_waiters(self) -> None:
-        if not self._flush_waiters:
-            return
-        remaining = []
-        for waiter in self._flush_waiters:
-            pending = [
-                (access, seq)
-                for access, seq in waiter.needs
-                if seq is None or self.peers[access.rank].remote_complete_seq < seq
-            ]
-            if not pending:
-                self._complete_token(waiter.token)
-                continue
-            waiter.needs = pending
-            remaining.append(waiter)
-            for access, seq in pending:
-                if seq is not None:
-                    self._request_flush(access.rank)
-        self._flush_waiters = remaining
 
     # ------------------------------------------------------------------------ helpers
 
@@ -957,7 +897,7 @@ class WindowEngine:
             return
         try:
             handler(*args)
-            if self._flushes_inline:
+            if self.completion.answered_inline:
                 self._settle()
         except Exception as exc:
             self._internal_error(exc)
@@ -968,7 +908,7 @@ class WindowEngine:
         if self.failure is not None:
             return
         self.failure = failure
-        self._flushes_inline.clear()
+        self.completion.answered_inline.clear()
         tokens = sorted(self._pending_tokens)
         self._pending_tokens.clear()
         for token in tokens:
