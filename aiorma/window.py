@@ -154,11 +154,9 @@ class Window:
     def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> EpochRequest:
         """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired.
         ``async with win.lock(rank, type):`` closes it with :meth:`unlock` on the way out."""
-        return EpochRequest(self._lock(rank, lock_type, assertion), lambda: self.unlock(rank))
-
-    def _lock(self, rank: int, lock_type: LockType, assertion: int) -> Request:
         self._check_open()
-        return self._call(self._engine.lock(rank, lock_type, assertion), "lock")
+        opened = self._call(self._engine.lock(rank, lock_type, assertion), "lock")
+        return EpochRequest(opened, lambda: self.unlock(rank))
 
     def unlock(self, rank: int) -> Request:
         """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and

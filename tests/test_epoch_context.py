@@ -102,3 +102,24 @@ def test_plain_calls_still_return_requests() -> None:
         await win.free()
 
     run(main)
+
+
+def test_an_epoch_request_is_the_opening_request_field_for_field() -> None:
+    """EpochRequest copies the opening's Request without Request.__init__ (the hot path saves the
+    frame): every field a Request has must reach it, pending or finished, value or error."""
+    from aiorma.request import EpochRequest, Request
+
+    async def main() -> None:
+        future = asyncio.get_running_loop().create_future()
+        progress = asyncio.get_running_loop().stop  # (any callable: only its identity is checked)
+        for opened in (
+            Request(future, progress, "lock", None),
+            Request.finished(None, None, "start"),
+            Request.finished(42, None, "post"),
+            Request.finished(None, RuntimeError("x"), "lock_all"),
+        ):
+            wrapped = EpochRequest(opened, Request.finished)
+            for name in Request.__slots__:
+                assert getattr(wrapped, name) is getattr(opened, name), name
+
+    asyncio.run(main())
