@@ -1,0 +1,62 @@
+"""``python -m aiorma.bench calls`` runs end to end, tiny, and its counts mean what they say.
+
+Counts, not times: the aiorma-path count of a unit is what the code runs for it, so it is
+bounded here loosely (a structural regression — a second engine path, an object graph per call —
+shows as a multiple, not a few percent)."""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aiorma.bench import calls
+
+from .mpi_harness import REPO_ROOT, locate_mpiexec
+
+UNITS = {
+    "transactions blocking",
+    "transactions nonblocking",
+    "transactions nonblocking+aaar",
+    "lock/put/unlock",
+    "fence/put/fence",
+    "pscw",
+}
+
+
+def test_the_aiorma_path_counts_only_its_own_files() -> None:
+    profile = cProfile.Profile()
+    profile.enable()
+    calls._on_path("x/aiorma/engine/window_engine.py", "lock")  # (one call on aiorma's path?)
+    profile.disable()
+    assert calls._on_path("/site/aiorma/engine/window_engine.py", "_advance")
+    assert calls._on_path("C:\\site\\aiorma\\window.py", "put")
+    assert calls._on_path("/site/aiorma/_core/driver.py", "request")
+    assert not calls._on_path("/site/aiorma/_core/driver.py", "pump")  # a poll's, not a call's
+    assert not calls._on_path("/usr/lib/python3.11/asyncio/base_events.py", "_run_once")
+    counted = calls.count(profile, 1)
+    assert counted["aiorma"] == 0  # bench/calls.py itself is not on the path
+    assert counted["all"] >= 1
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(180)
+def test_calls_mpi_tiny(tmp_path: Path) -> None:
+    assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
+    out = tmp_path / "calls.json"
+    cmd = [sys.executable, "-m", "aiorma.bench", "calls", "--transactions", "50", "--epochs", "50"]
+    cmd += ["--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=170, env=env)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == UNITS
+    for unit, row in rows.items():
+        # Every unit makes engine calls (an epoch at least a handful), fewer than everything.
+        assert 20 < row["aiorma"] < row["all"], (unit, row)
+        assert row["aiorma"] < 400, (unit, row)  # today 65-90: a multiple means a structural slip
