@@ -70,14 +70,6 @@ def encode(data: np.ndarray, flag: int) -> np.ndarray:
     return halves.view(np.int64)
 
 
-def encode_word(data: np.ndarray, flag: int) -> int:
-    """A message of at most 4 bytes as its one LL word, a Python int in int64's range (what
-    :meth:`aiorma.Window.signal` writes)."""
-    payload = int.from_bytes(data.tobytes().ljust(4, b"\0"), sys.byteorder)  # its bytes in memory
-    word = payload | flag << 32
-    return word - (1 << 64) if word >= 1 << 63 else word
-
-
 def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
     """The payload (1-D uint8, ``nbytes``) of the LL words in ``slot`` (int64, the window's memory)
     if every word carries ``flag``, else None (not all landed yet).
