@@ -14,7 +14,7 @@ import aiorma
 from aiorma.bench._launch import emulation_unavailable
 from aiorma.collectives import landing
 from aiorma.collectives.landing import LandingConfig
-from aiorma.collectives.ll import decode, encode, flag_of, words_for
+from aiorma.collectives.ll import decode, encode, encode_word, flag_of, words_for
 
 from .mpi_harness import REPO_ROOT, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
@@ -37,6 +37,21 @@ def test_words_carry_every_flag(nbytes: int, ordinal: int) -> None:
     writes); they decode from the window's memory, and only with their own flag."""
     data = np.arange(1, nbytes + 1, dtype=np.uint8)
     memory = encode(data, flag_of(ordinal)).copy()
+    got = decode(memory, flag_of(ordinal), nbytes)
+    assert got is not None and got.tobytes() == data.tobytes()
+    assert decode(memory, flag_of(ordinal + 1), nbytes) is None
+
+
+@pytest.mark.parametrize("nbytes", [1, 2, 3, 4])
+@pytest.mark.parametrize("ordinal", [0, 2**31 - 1, 2**31, 2**32 - 2])
+def test_one_word_messages_are_signal_values(nbytes: int, ordinal: int) -> None:
+    """A message of at most 4 bytes is one word, sent as the int64 value ``Window.signal``
+    writes (flags of 2**31 and more make it negative); it decodes from the window's memory."""
+    data = np.arange(1, nbytes + 1, dtype=np.uint8)
+    value = encode_word(data, flag_of(ordinal))
+    assert -(2**63) <= value < 2**63
+    memory = np.array([value], np.int64)
+    assert (memory == encode(data, flag_of(ordinal))).all()
     got = decode(memory, flag_of(ordinal), nbytes)
     assert got is not None and got.tobytes() == data.tobytes()
     assert decode(memory, flag_of(ordinal + 1), nbytes) is None

@@ -13,7 +13,9 @@ so both see the same machine.  Two costs per message, in µs:
 * ``pingpong``: half a round trip of a message between ranks 0 and 1 (send, then receive the
   reply), each round trip one job of the Comm's collective runner, awaited as a collective is;
 * ``self``: a rank sending to itself and receiving it (both sides' Python and MPI, no waiting),
-  every rank at once.
+  every rank at once;
+* ``allreduce``: a whole ``comm.allreduce`` (SUM) of a ``uint8`` buffer of the message size (on 2
+  ranks one message each way).
 
 Reported, rank 0's clock: the best and the median batch of ``--repeats`` batches of ``--iters``
 messages (on a shared machine the best is the cost, the median what other jobs let through), and
@@ -33,10 +35,11 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser
+from ..constants import SUM
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
 
 VARIANTS = ("ll", "slots")
-KINDS = ("pingpong", "self")
+KINDS = ("pingpong", "self", "allreduce")
 
 
 async def _batch(comm: Any, kind: str, nbytes: int, iters: int) -> float:
@@ -48,6 +51,12 @@ async def _batch(comm: Any, kind: str, nbytes: int, iters: int) -> float:
     rank = landing.rank
     buf = np.zeros(nbytes, np.uint8)
     peer = rank if kind == "self" else 1 - rank
+    if kind == "allreduce":
+        out = np.empty_like(buf)
+        start = time.perf_counter()
+        for _ in range(iters):
+            await comm.allreduce(buf, out, SUM)
+        return (time.perf_counter() - start) / iters
 
     async def round_trip() -> None:
         if rank == 0 or kind == "self":
@@ -61,7 +70,7 @@ async def _batch(comm: Any, kind: str, nbytes: int, iters: int) -> float:
     start = time.perf_counter()
     for _ in range(iters):
         await collectives.submit(round_trip, kind)
-    return (time.perf_counter() - start) / iters / (1 if kind == "self" else 2)
+    return (time.perf_counter() - start) / iters / (2 if kind == "pingpong" else 1)
 
 
 async def run(comm: Any, options: argparse.Namespace) -> dict[str, dict[str, dict[int, list[float]]]]:
