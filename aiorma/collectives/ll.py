@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Final
 
 import numpy as np
 
@@ -36,7 +37,7 @@ _SHIFT = np.uint64(32)
 #: operations, each costing more than the whole memoryview path for a short message).
 _SMALL = 32
 #: A memoryview format of 4-byte unsigned items (C ``unsigned int``): a word's two halves.
-_HALF = "I"
+_HALF: Final = "I"
 
 
 def words_for(nbytes: int) -> int:
@@ -61,9 +62,9 @@ def encode(data: np.ndarray, flag: int) -> np.ndarray:
         # Writable (a bytearray): where MPI wants a writable origin (an off-node put as
         # Rget_accumulate with AIORMA_INLINE=0) the transport would otherwise copy a read-only one.
         out = bytearray(8 * count)
-        halves = memoryview(out).cast(_HALF)
-        halves[_PAY::2] = memoryview(raw).cast(_HALF)
-        halves[_FLAG::2] = memoryview(flag.to_bytes(4, sys.byteorder) * count).cast(_HALF)
+        parts = memoryview(out).cast(_HALF)
+        parts[_PAY::2] = memoryview(raw).cast(_HALF)
+        parts[_FLAG::2] = memoryview(flag.to_bytes(4, sys.byteorder) * count).cast(_HALF)
         return np.frombuffer(out, np.int64)
     halves = np.empty(2 * words_for(nbytes), np.uint32)
     halves[_FLAG::2] = flag
@@ -96,10 +97,10 @@ def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
             return None
         return np.frombuffer((word & 0xFFFF_FFFF).to_bytes(4, sys.byteorder), np.uint8, nbytes)
     if nbytes <= _SMALL:
-        halves = memoryview(slot.tobytes()).cast(_HALF)
-        if halves[_FLAG::2].tolist() != [flag] * (len(halves) // 2):
+        parts = memoryview(slot.tobytes()).cast(_HALF)
+        if parts[_FLAG::2].tolist() != [flag] * (len(parts) // 2):
             return None
-        return np.frombuffer(halves[_PAY::2].tobytes(), np.uint8, nbytes)
+        return np.frombuffer(parts[_PAY::2].tobytes(), np.uint8, nbytes)
     halves = slot.copy().view(np.uint32)
     if not bool((halves[_FLAG::2] == flag).all()):
         return None
