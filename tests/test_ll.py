@@ -96,7 +96,7 @@ def test_tiny_ll_slots(
 
 
 def test_ll_config() -> None:
-    assert LandingConfig().resolve_ll(4) == (4, 8)
+    assert LandingConfig().resolve_ll(4) == (8, 8)  # a float64 is one LL message
     assert LandingConfig(ll_bytes=1024).resolve_ll(4) == (1024, 8)
     assert LandingConfig(ll_bytes=0).resolve_ll(4) == (0, 0)
     assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 20).resolve_ll(64) == (4096, 2)
