@@ -259,6 +259,11 @@ class Comm:
     allreduce_init = _forward(Collectives.allreduce_init)
     bcast_init = _forward(Collectives.bcast_init)
     reduce_init = _forward(Collectives.reduce_init)
+    barrier_init = _forward(Collectives.barrier_init)
+    allgather_init = _forward(Collectives.allgather_init)
+    gather_init = _forward(Collectives.gather_init)
+    scatter_init = _forward(Collectives.scatter_init)
+    alltoall_init = _forward(Collectives.alltoall_init)
 
     @property
     def objects(self) -> ObjectCollectives:

@@ -76,6 +76,7 @@ class Window:
             plain=self._plain,
             check_span=self._check_span,
             value=self._value,
+            origin=self._origin,
         )
 
     # --------------------------------------------------------------------- properties
@@ -291,11 +292,17 @@ class Window:
     # ----------------------------------------------------------------- notified access
     # The machinery is aiorma/_core/notified.py's NotifiedAccess, one per window.
 
-    def signal(self, target: int, index: int, value: int, op: SignalOp = SIGNAL_SET) -> Request:
+    def signal(self, target: int, index: int, value: int | np.ndarray, op: SignalOp = SIGNAL_SET) -> Request:
         """Write signal word ``index`` of ``target``'s window (an int64 window): store ``value``
         (``SIGNAL_SET``) or add it atomically (``SIGNAL_ADD``), *after* every RMA call
         this rank made to ``target`` on this window is complete there (the call flushes them
         first).  ``target`` awaits it with :meth:`wait_until`, without an epoch call of its own.
+
+        ``value`` may also be an array of words (int64 values, flattened): word ``i`` goes to
+        ``index + i``, each word written whole, the words as one put (or element-wise add), not
+        one atomic unit — a reader may see some of them before others.  The array may be reused
+        as soon as the call returns.  A short array costs what one word does (a put and a flush
+        in one transport call): the collectives' small messages go this way.
 
         Inside a lock or lock_all epoch covering ``target``, which must stay open until the
         Request completes.  The Request completes when the word is written at ``target``

@@ -298,6 +298,35 @@ async def notified_put_ring(comm: aiorma.Comm) -> None:
 
 
 @scenario()
+async def signal_words_ring(comm: aiorma.Comm) -> None:
+    """A signal of several words (``signal`` with an int64 array): each word is written whole at
+    the right neighbour, after the put issued before it there (data before words), on the inline
+    path as on the general one; an array ``SIGNAL_ADD`` from every rank loses no addition."""
+    _left, right = _neighbours(comm)
+    rounds = 12
+    # words: [0] data, [1:4] a three-word signal, [4:6] a two-word SIGNAL_ADD (rank 0's)
+    win = await comm.win_allocate(6, np.int64)
+    await comm.barrier()
+    async with win.lock_all():
+        for r in range(rounds):
+            # Every value only grows, so ">=" waits cannot miss a round overwritten meanwhile.
+            win.put(np.array([100 + r]), right, 0)
+            sent = win.signal(right, 1, np.array([r + 1, -(2**62) + r, 2**62 + r]))
+            await win.wait_until(1, ">=", r + 1)
+            await win.wait_until(2, ">=", -(2**62) + r)
+            await win.wait_until(3, ">=", 2**62 + r)
+            assert win.memory[0] >= 100 + r, (r, win.memory.tolist())
+            await sent  # the words are written at ``right`` (before the epoch closes)
+        await win.signal(0, 4, np.array([1, 2]), aiorma.SIGNAL_ADD)
+        if comm.rank == 0:
+            await win.wait_until(4, "==", comm.size)
+            await win.wait_until(5, "==", 2 * comm.size)
+    await comm.barrier()
+    assert win.memory[1:4].tolist() == [rounds, -(2**62) + rounds - 1, 2**62 + rounds - 1]
+    await win.free()
+
+
+@scenario()
 async def passive_flush_family(comm: aiorma.Comm) -> None:
     """flush / flush_local / flush_all / flush_local_all inside lock_all; gets see puts flushed
     before them; everything held (rule 5) and awaited at the end."""

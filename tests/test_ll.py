@@ -30,6 +30,18 @@ def test_words_round_trip(nbytes: int) -> None:
     assert got is not None and got.tobytes() == data.tobytes()
 
 
+@pytest.mark.parametrize("nbytes", [1, 4, 8, 32])
+@pytest.mark.parametrize("ordinal", [0, 2**31 - 1, 2**31, 2**32 - 2])
+def test_words_carry_every_flag(nbytes: int, ordinal: int) -> None:
+    """Flags of 2**31 and more make the words negative int64 values (what ``Window.signal``
+    writes); they decode from the window's memory, and only with their own flag."""
+    data = np.arange(1, nbytes + 1, dtype=np.uint8)
+    memory = encode(data, flag_of(ordinal)).copy()
+    got = decode(memory, flag_of(ordinal), nbytes)
+    assert got is not None and got.tobytes() == data.tobytes()
+    assert decode(memory, flag_of(ordinal + 1), nbytes) is None
+
+
 @pytest.mark.parametrize("nbytes", [1, 2, 3, 4])
 @pytest.mark.parametrize("ordinal", [0, 2**31 - 1, 2**31, 2**32 - 2])
 def test_one_word_messages_are_signal_values(nbytes: int, ordinal: int) -> None:
@@ -84,7 +96,7 @@ def test_tiny_ll_slots(
 
 
 def test_ll_config() -> None:
-    assert LandingConfig().resolve_ll(4) == (4, 8)
+    assert LandingConfig().resolve_ll(4) == (8, 8)  # a float64 is one LL message
     assert LandingConfig(ll_bytes=1024).resolve_ll(4) == (1024, 8)
     assert LandingConfig(ll_bytes=0).resolve_ll(4) == (0, 0)
     assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 20).resolve_ll(64) == (4096, 2)

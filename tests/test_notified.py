@@ -36,6 +36,12 @@ def test_bad_calls_raise_at_the_call_and_change_nothing() -> None:
                 words.signal(peer, 0, 2**63)  # does not fit int64
             with pytest.raises(aiorma.RmaUsageError):
                 words.signal(peer, 0, 1, aiorma.SUM)  # an Op is not a SignalOp
+            with pytest.raises(aiorma.RmaRangeError):
+                words.signal(peer, 1, np.array([1, 2]))  # the second word is outside
+            with pytest.raises(aiorma.RmaTypeError):
+                words.signal(peer, 0, np.array([1.5, 2.0]))  # words are int64
+            with pytest.raises(aiorma.RmaTypeError):
+                words.signal(peer, 0, [1, 2**63])  # does not fit int64
             with pytest.raises(aiorma.RmaUsageError):
                 floats.put_signal(np.ones(1), peer, 0, "words", 0, 1)  # type: ignore[arg-type]
             with pytest.raises(aiorma.RmaRangeError):
@@ -137,3 +143,26 @@ def test_free_fails_a_pending_wait_until() -> None:
             await asyncio.wait_for(pending, 5)
 
     run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_of_several_words_is_written_inside_the_call() -> None:
+    """An int64 array signal takes the one-word signal's path: the put and its flush inside the
+    call (what makes multi-word LL messages pay, aiorma/collectives/landing.py), and the caller may
+    reuse the array at once."""
+
+    async def main(comm: aiorma.Comm) -> list[int]:
+        win = await comm.win_allocate(4, np.int64)
+        await comm.barrier()
+        async with win.lock_all():
+            if comm.rank == 0:
+                words = np.array([5, -6, 2**40], np.int64)
+                sent = win.signal(1, 1, words)
+                assert sent.done() and sent.exception() is None
+                words[:] = 0
+        await comm.barrier()
+        seen = win.memory.tolist()
+        await win.free()
+        return seen
+
+    assert run(main)[1] == [0, 5, -6, 2**40]

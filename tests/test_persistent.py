@@ -1,6 +1,7 @@
-"""Persistent collectives (``comm.allreduce_init`` / ``comm.bcast_init``) on the local transport:
-what a start skips.  Their results on every transport are the battery's
-``persistent_allreduce_bcast`` check (tests/mpi_scripts/collectives_check.py)."""
+"""Persistent collectives (``comm.allreduce_init``, ``comm.bcast_init``, ...) on the local
+transport: what a start skips.  Their results on every transport are the battery's
+``persistent_allreduce_bcast`` and ``persistent_gathers_barrier`` checks
+(tests/mpi_scripts/collectives_check.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from aiorma.collectives import validate
 
 @pytest.mark.timeout(60)
 def test_arguments_are_checked_once_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every buffer check runs at init; 20 starts of allreduce, bcast and reduce run none."""
+    """Every check runs at init; 20 starts of each persistent collective run none."""
     calls: list[str] = []
-    for name in ("send_buffer", "recv_buffer", "op", "root"):
+    for name in ("send_buffer", "recv_buffer", "op", "root", "algorithm", "expect_size"):
         checked = getattr(validate, name)
 
         def counting(*args: Any, _checked: Any = checked, _name: str = name, **kwargs: Any) -> Any:
@@ -31,14 +32,26 @@ def test_arguments_are_checked_once_at_init(monkeypatch: pytest.MonkeyPatch) -> 
         total = comm.allreduce_init(send, recv)
         bcast = comm.bcast_init(buf, 0)
         reduced = comm.reduce_init(send, recv if comm.rank == 0 else None, root=0)
-        await comm.barrier()  # every rank (all in this process, one list) has made its inits
+        everyone = np.zeros(4 * comm.size)
+        others = [
+            comm.barrier_init(),
+            comm.barrier_init(algorithm="dissemination"),
+            comm.allgather_init(send, everyone),
+            comm.gather_init(send, everyone if comm.rank == 1 else None, 1),
+            comm.scatter_init(everyone[: comm.size] if comm.rank == 1 else None, buf[:1].copy(), 1),
+            comm.alltoall_init(everyone[: comm.size].copy(), np.zeros(comm.size)),
+        ]
+        sync = comm.barrier_init()  # a plain barrier would check its options (counted)
+        await sync.start()  # every rank (all in this process, one list) has made its inits
         at_init = len(calls)
         for _ in range(20):
             await total.start()
             await bcast.start()
             await reduced.start()
-        assert (recv == comm.size).all()
-        await comm.barrier()
+            for persistent in others:
+                await persistent.start()
+        assert (recv == comm.size).all() and (everyone == 1).all()
+        await sync.start()
         return at_init, len(calls)
 
     results = aiorma.run(main, nprocs=3)

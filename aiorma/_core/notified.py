@@ -1,12 +1,13 @@
 """NotifiedAccess: the machinery behind :meth:`aiorma.Window.signal`, ``put_signal`` and
 ``wait_until`` (docs/notified.md), one per window.
 
-A signal is a word of the target's int64 window written after everything this rank issued to the
-target on that window: inside the call when the engine finds all of it complete there already
-(the transport's put-and-flush), otherwise as a general put or accumulate issued once a flush
-towards the target completed, followed by a flush.  A wait is a :class:`MemoryWatcher` future on
-the rank's own memory.  The Window keeps the public methods (and their contracts) and hands this
-class what it needs of its own: its public surface, and the few checks it keeps private.
+A signal is a word (or a short array of words) of the target's int64 window written after
+everything this rank issued to the target on that window: inside the call when the engine finds
+all of it complete there already (the transport's put-and-flush), otherwise as a general put or
+accumulate issued once a flush towards the target completed, followed by a flush.  A wait is a
+:class:`MemoryWatcher` future on the rank's own memory.  The Window keeps the public methods (and
+their contracts) and hands this class what it needs of its own: its public surface, and the few
+checks it keeps private.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class NotifiedAccess:
     or closed window; ``plain`` is the exact-type test of the common RMA call (1-D array of the
     window's dtype, plain int rank and displacement, in bounds); ``check_span`` refuses a rank or
     element range out of bounds and returns the rank and displacement as Python ints; ``value``
-    returns a value as one element of the window's dtype, or refuses it.
+    returns a value as one element of the window's dtype, or refuses it; ``origin`` returns any
+    origin (a value, a sequence, an array) as a 1-D array of the window's dtype, or refuses it.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class NotifiedAccess:
         plain: Callable[[Any, Any, Any], bool],
         check_span: Callable[[int, int, int], tuple[int, int]],
         value: Callable[[Any], np.ndarray],
+        origin: Callable[[Any], np.ndarray],
     ) -> None:
         self._window = window
         # Fixed for the window's life: kept here so that the inline paths read one attribute.
@@ -89,10 +92,11 @@ class NotifiedAccess:
         self._plain = plain
         self._check_span = check_span
         self._value = value
+        self._origin = origin
         self._watcher: MemoryWatcher | None = None  # made by the first wait_until
         self._signals_pending: dict[int, Request] = {}  # target -> its last signal not yet written
 
-    def signal(self, target: int, index: int, value: int, op: SignalOp) -> Request:
+    def signal(self, target: int, index: int, value: int | np.ndarray, op: SignalOp) -> Request:
         """:meth:`aiorma.Window.signal`."""
         self._check_open()
         if op is SIGNAL_SET and not self._signals_pending and self._signal_inline(target, index, value):
@@ -120,14 +124,23 @@ class NotifiedAccess:
             del self._signals_pending[target]
 
     def _signal_inline(self, target: Any, index: Any, value: Any) -> bool:
-        """A SIGNAL_SET inside the call: when the call's arguments are plain and everything
-        issued to ``target`` is complete there (already, or by a flush answered inside the call),
-        the transport's put-and-flush (True).  False changed nothing."""
+        """A SIGNAL_SET inside the call: when the call's arguments are plain (an int, or an int64
+        array: the window's own :meth:`_plain` test) and everything issued to ``target`` is
+        complete there (already, or by a flush answered inside the call), the transport's
+        put-and-flush (True).  False changed nothing."""
+        if not self._inline:
+            return False
+        if type(value) is int:
+            if not self._signal_plain(target, index, value):
+                return False
+            words = np.array([value], np.int64)
+        elif self._dtype is _INT64 and self._plain(value, target, index):
+            words = value
+        else:
+            return False
         return (
-            self._inline
-            and self._signal_plain(target, index, value)
-            and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
-            and self._endpoint.put_flushed(self._win_id, target, index, np.array([value], np.int64))
+            self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
+            and self._endpoint.put_flushed(self._win_id, target, index, words)
         )
 
     def _signal_plain(self, target: Any, index: Any, value: Any) -> bool:
@@ -211,14 +224,15 @@ class NotifiedAccess:
             self._watcher = None
 
     def _check_signal(self, target: Any, index: Any, value: Any, op: Any) -> tuple[int, int, RmaOp]:
-        """Refuse a bad signal at the call; the op that writes it."""
+        """Refuse a bad signal at the call; the op that writes it.  Its words are a copy: this path
+        writes them later, after a flush, and the caller may reuse an array ``value`` at once."""
         self._check_open()
         if self._dtype != _INT64:
             raise RmaTypeError(f"signal words are int64: the signal window has dtype {self._dtype}")
         if not isinstance(op, SignalOp):
             raise RmaUsageError(f"op must be SIGNAL_SET or SIGNAL_ADD, not {op!r}")
-        word = self._value(value)
-        target, index = self._check_span(target, index, 1)
+        word = self._origin(value).copy()
+        target, index = self._check_span(target, index, word.size)
         if not self._engine.passive_access(target):
             raise EpochError(f"signal towards rank {target} outside a lock or lock_all epoch")
         if op is SIGNAL_SET:

@@ -112,6 +112,10 @@ class Collectives:
         the event loop."""
         return Request(self.runner.submit(job), self.landing.progress, description, self._wait_inline)
 
+    def _persistent(self, job: JobFactory, description: str) -> Persistent:
+        """A persistent collective whose every start submits ``job`` (checked already)."""
+        return Persistent(functools.partial(self.submit, job, description), description)
+
     def _ran(self, name: str) -> None:
         self.trace.append(name)
         if len(self.trace) > 64:
@@ -162,6 +166,16 @@ class Collectives:
         ``algorithm``: ``"nway"`` (n-way dissemination, Hoefler et al. (2006); ``n`` from the LogGP model
         unless given), ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal
         window: the engine's fence epochs have barrier semantics)."""
+        return self._barrier_run(algorithm, n)()
+
+    def barrier_init(self, *, algorithm: str | None = None, n: int | None = None) -> Persistent:
+        """Persistent :meth:`barrier` (MPI-4's ``MPI_Barrier_init``): the options are checked
+        once, here; each ``await req.start()`` is one barrier.  See :meth:`allreduce_init`."""
+        return Persistent(self._barrier_run(algorithm, n), "barrier")
+
+    def _barrier_run(self, algorithm: str | None, n: int | None) -> Callable[[], Request]:
+        """:meth:`barrier`'s options checked now; what starts one barrier with them.  The fence
+        barrier is not a job of the runner: it is the sync window's fence, as a plain call's."""
         algo = check.algorithm(algorithm, tuple(select.BARRIER), "barrier")
         ways = check.positive_int(n, 1, "n") if n is not None else None
         if ways is not None and algo not in (None, "nway"):
@@ -169,10 +183,10 @@ class Collectives:
         if algo == "fence":
             sync = self.world.sync_window
             assert sync is not None  # started before the Collectives
-            return sync.fence()
+            return sync.fence
 
         if algo is None and ways is None:  # the common call: the plan is cached per cost model
-            return self.submit(self._default_barrier, "barrier")
+            return self._start_default_barrier
 
         async def job() -> None:
             best_n = select.choose("barrier", self.model, select.Case(self.size))[1]
@@ -180,7 +194,10 @@ class Collectives:
             self._ran(f"barrier:nway{chosen}")
             await self._run(select.BARRIER["nway"], select.Call(self.landing, self.everyone, k=chosen))
 
-        return self.submit(job, "barrier")
+        return functools.partial(self.submit, job, "barrier")
+
+    def _start_default_barrier(self) -> Request:
+        return self.submit(self._default_barrier, "barrier")
 
     async def _default_barrier(self) -> None:
         plan = self._plan(("barrier",))
@@ -277,7 +294,7 @@ class Collectives:
         ``tree=``/``topology=`` tree built) once, here; each ``await req.start()`` broadcasts
         root's ``buf`` as it is at that start.  See :meth:`allreduce_init`."""
         job = self.bcast_job(buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes)
-        return Persistent(self, job, "bcast")
+        return self._persistent(job, "bcast")
 
     async def _default_bcast(self, view: np.ndarray, root: int) -> None:
         if self.size == 1 or view.size == 0:
@@ -392,7 +409,7 @@ class Collectives:
         here; each ``await req.start()`` reduces ``send``'s contents at that start into ``recv``
         at ``root``.  See :meth:`allreduce_init`."""
         job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes)
-        return Persistent(self, job, "reduce")
+        return self._persistent(job, "reduce")
 
     def allreduce(
         self,
@@ -458,7 +475,7 @@ class Collectives:
         that start into ``recv``.  Not collective itself (nothing is sent); every rank makes the
         same starts, in the same order among its other collectives."""
         job = self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes)
-        return Persistent(self, job, "allreduce")
+        return self._persistent(job, "allreduce")
 
     async def _default_allreduce(self, source: np.ndarray, target: np.ndarray, op: Op) -> None:
         src, out = source.reshape(-1), target.reshape(-1)
@@ -502,7 +519,8 @@ class Collectives:
         algorithm: str | None = None,
         nodes: Sequence[object] | None = None,
     ) -> JobFactory:
-        """:meth:`allgather`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
+        """:meth:`allgather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`allgather_init`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLGATHER), "allgather")
         source = check.send_buffer(send, "allgather send buffer")
         target = check.recv_buffer(recv, "allgather receive buffer")
@@ -511,7 +529,7 @@ class Collectives:
         if algo == "recursive_doubling" and self.size & (self.size - 1):
             raise RmaUsageError(f"recursive-doubling allgather needs a power-of-two size, not {self.size}")
         labels = check.nodes(nodes, self.size)
-        mine = _bytes(source).copy()
+        mine = _bytes(source)  # read when the job runs (allgather_init runs it again)
         block = mine.size
         out = _bytes(target)
 
@@ -527,6 +545,19 @@ class Collectives:
 
         return job
 
+    def allgather_init(
+        self,
+        send: np.ndarray,
+        recv: np.ndarray,
+        *,
+        algorithm: str | None = None,
+        nodes: Sequence[object] | None = None,
+    ) -> Persistent:
+        """Persistent :meth:`allgather` (MPI-4's ``MPI_Allgather_init``): the arguments are
+        checked once, here; each ``await req.start()`` gathers every rank's ``send`` as it is at
+        that start into ``recv``.  See :meth:`allreduce_init`."""
+        return self._persistent(self.allgather_job(send, recv, algorithm=algorithm, nodes=nodes), "allgather")
+
     def gather(
         self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
     ) -> Request:
@@ -537,7 +568,8 @@ class Collectives:
     def gather_job(
         self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
     ) -> JobFactory:
-        """:meth:`gather`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
+        """:meth:`gather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`gather_init`)."""
         algo = check.algorithm(algorithm, tuple(select.GATHER), "gather")
         root = check.root(root, self.size)
         source = check.send_buffer(send, "gather send buffer")
@@ -560,6 +592,14 @@ class Collectives:
 
         return job
 
+    def gather_init(
+        self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
+    ) -> Persistent:
+        """Persistent :meth:`gather` (MPI-4's ``MPI_Gather_init``): the arguments are checked
+        once, here; each ``await req.start()`` gathers every rank's ``send`` as it is at that
+        start into ``recv`` at ``root``.  See :meth:`allreduce_init`."""
+        return self._persistent(self.gather_job(send, recv, root, algorithm=algorithm), "gather")
+
     def scatter(
         self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
     ) -> Request:
@@ -571,7 +611,8 @@ class Collectives:
     def scatter_job(
         self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
     ) -> JobFactory:
-        """:meth:`scatter`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
+        """:meth:`scatter`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`scatter_init`)."""
         algo = check.algorithm(algorithm, tuple(select.SCATTER), "scatter")
         root = check.root(root, self.size)
         target = check.recv_buffer(recv, "scatter receive buffer")
@@ -594,6 +635,14 @@ class Collectives:
 
         return job
 
+    def scatter_init(
+        self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
+    ) -> Persistent:
+        """Persistent :meth:`scatter` (MPI-4's ``MPI_Scatter_init``): the arguments are checked
+        once, here; each ``await req.start()`` scatters ``root``'s ``send`` as it is at that start
+        into every rank's ``recv``.  See :meth:`allreduce_init`."""
+        return self._persistent(self.scatter_job(send, recv, root, algorithm=algorithm), "scatter")
+
     def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
         """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``
         (both hold ``size`` equal blocks).  ``algorithm``: ``"direct"`` (every block put at once;
@@ -601,7 +650,8 @@ class Collectives:
         return self.submit(self.alltoall_job(send, recv, algorithm=algorithm), "alltoall")
 
     def alltoall_job(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> JobFactory:
-        """:meth:`alltoall`'s arguments checked now, its work as a job (see :meth:`bcast_job`)."""
+        """:meth:`alltoall`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
+        The job reads ``send`` when it runs, so it may run again (:meth:`alltoall_init`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLTOALL), "alltoall")
         source = check.send_buffer(send, "alltoall send buffer")
         target = check.recv_buffer(recv, "alltoall receive buffer")
@@ -624,6 +674,14 @@ class Collectives:
             await self._run(select.ALLTOALL[name], select.Call(self.landing, self.everyone), src, out, block)
 
         return job
+
+    def alltoall_init(
+        self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None
+    ) -> Persistent:
+        """Persistent :meth:`alltoall` (MPI-4's ``MPI_Alltoall_init``): the arguments are checked
+        once, here; each ``await req.start()`` exchanges ``send``'s blocks as they are at that
+        start into ``recv``.  See :meth:`allreduce_init`."""
+        return self._persistent(self.alltoall_job(send, recv, algorithm=algorithm), "alltoall")
 
 
 def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int, list[int]]:

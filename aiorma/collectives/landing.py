@@ -20,9 +20,9 @@ one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
 * ``ll`` (int64 words): for every source rank ``s``, ``L`` slots of ``W`` words at
   ``(s·L + j)·W``, for messages of at most ``4·W`` bytes (:mod:`.ll`).
 
-**Small messages** (at most ``LandingConfig.ll_bytes``, 4 bytes by default) are LL messages: one
+**Small messages** (at most ``LandingConfig.ll_bytes``, 8 bytes by default) are LL messages: one
 put of words that each carry 4 payload bytes and the message's sequence number, then one flush
-(one :meth:`Window.signal` for a one-word message) — the receiver knows the message has landed
+(one :meth:`Window.signal` of the words: both in one call) — the receiver knows the message has landed
 when every word of the slot carries the number it expects, so there is no flag write (:mod:`.ll`;
 why a word is never seen half-written: docs/architecture.md, *One put per small message*).  LL
 message ``o`` (counted per ordered pair) from ``s`` lands in LL slot ``o mod L`` once ``s``'s
@@ -97,11 +97,12 @@ class LandingConfig:
     budget_bytes: int = 16 << 20
     min_slot_bytes: int = 4 << 10
     max_slot_bytes: int = 1 << 20
-    #: Measured on the MPI transport (docs/collectives.md, *What it costs*): an LL message of one
-    #: word (up to 4 bytes) is one ``Window.signal`` and costs a sixth less than a data-slot message;
-    #: longer ones need ``put`` + ``flush`` in the lock_all epoch, which cost more today than the
-    #: ``put_signal`` they replace.  Raise it where that put-and-flush is cheap.
-    ll_bytes: int = 4
+    #: Measured on the MPI transport, 2 ranks (docs/collectives.md, *Where LL messages pay*): every
+    #: LL message is one ``Window.signal`` of its words.  On one node a one-word message (up to 4
+    #: bytes) costs 10-20% less than a data-slot message and 8-16 bytes about the same; across
+    #: nodes, where it saves a network round trip, 4-8 bytes cost 10-27% less.  8 bytes: a float64
+    #: reduction or bcast is one LL message.
+    ll_bytes: int = 8
     ll_slots: int = 8
 
     def resolve(self, size: int) -> tuple[int, int]:
@@ -438,6 +439,7 @@ class Landing:
         ordinal = self._ll_sent[dst]
         self._ll_sent[dst] = ordinal + 1
         flag = flag_of(ordinal)
+        # One word as a Python int: Window.signal's cheapest form (no array to check).
         words = encode_word(data, flag) if data.size <= 4 else encode(data, flag)
         disp = (self.rank * self.ll_slots + ordinal % self.ll_slots) * self.ll_words
         needed = ordinal + 1 - self.ll_slots
@@ -450,16 +452,12 @@ class Landing:
         await self._put_ll(dst, words, disp)
 
     def _put_ll(self, dst: int, words: np.ndarray | int, disp: int) -> Awaitable[None]:
-        """Put the words and flush.  One word (a message of at most 4 bytes) is a
-        :meth:`Window.signal` — a put and a flush in one call, made inside the call by the engine,
-        several microseconds cheaper than ``put`` + ``flush`` in the lock_all epoch (measured:
-        docs/collectives.md, *What it costs*)."""
-        win = self._ll.win
-        if isinstance(words, int):
-            flushed = win.signal(dst, disp, words)
-        else:
-            win.put(words, dst, disp)  # locally complete or not, the flush below covers it
-            flushed = win.flush(dst)
+        """Put the words and flush, as one :meth:`Window.signal` of the words: a put and a flush
+        in one transport call, made inside the call by the engine — several microseconds cheaper
+        than ``put`` + ``flush`` in the lock_all epoch (measured: docs/collectives.md, *What it
+        costs*).  Nothing else goes to ``dst`` on the LL window, so the signal's "after every
+        earlier call" ordering costs nothing extra."""
+        flushed = self._ll.win.signal(dst, disp, words)
         if not flushed.done():
             if self.polling:
                 self._progress()  # as in _send: carry the flush out now, not a loop turn later

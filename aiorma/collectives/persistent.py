@@ -13,28 +13,21 @@ start*, and a persistent collective may not be started again before its previous
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Callable
 
 from ..errors import RmaUsageError
 from ..request import Request
 
-JobFactory = Callable[[], Coroutine[Any, Any, Any]]
-
-
-class Submits(Protocol):
-    """What a persistent collective needs of :class:`.api.Collectives` (which imports this
-    module): queueing a job on the Comm's runner."""
-
-    def submit(self, job: JobFactory, description: str) -> Request: ...
-
 
 class Persistent:
-    """A persistent collective of one Comm: :meth:`start` it, await the Request, start it again."""
+    """A persistent collective of one Comm: :meth:`start` it, await the Request, start it again.
 
-    def __init__(self, collectives: Submits, job: JobFactory, description: str) -> None:
-        self._collectives = collectives
-        self._job = job
+    ``run`` starts one run with the arguments checked at init and returns its Request: for most
+    collectives it queues the checked job on the Comm's runner (``Collectives.submit``); for the
+    fence barrier it is the sync window's ``fence``."""
+
+    def __init__(self, run: Callable[[], Request], description: str) -> None:
+        self._run = run
         self._description = description
         self._last: Request | None = None
 
@@ -52,7 +45,7 @@ class Persistent:
             raise RmaUsageError(
                 f"persistent {self._description} started again before its previous start completed"
             )
-        self._last = self._collectives.submit(self._job, self._description)
+        self._last = self._run()
         return self._last
 
     def __repr__(self) -> str:

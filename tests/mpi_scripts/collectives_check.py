@@ -503,6 +503,82 @@ async def persistent_allreduce_bcast(comm: aiorma.Comm) -> None:
 
 
 @check
+async def persistent_gathers_barrier(comm: aiorma.Comm) -> None:
+    """Persistent ``barrier_init`` (default, dissemination, fence), ``allgather_init``,
+    ``gather_init``, ``scatter_init`` and ``alltoall_init``: each start uses the buffers' contents
+    at that start, starts interleave with plain calls and with each other's kinds, and a bad
+    argument is refused at init."""
+    size, rank = comm.size, comm.rank
+    root = size // 2
+    barriers = [
+        comm.barrier_init(),
+        comm.barrier_init(algorithm="dissemination"),
+        comm.barrier_init(algorithm="fence"),
+    ]
+    mine = np.zeros(3, np.int64)
+    everyone = guarded_zeros(3 * size, np.int64)
+    allgathered = comm.allgather_init(mine, everyone.buf)
+    at_root = guarded_zeros(3 * size, np.int64)
+    gathered = comm.gather_init(mine, at_root.buf if rank == root else None, root, algorithm="binomial")
+    blocks = np.zeros(2 * size, np.float64)
+    part = guarded_zeros(2, np.float64)
+    scattered = comm.scatter_init(blocks if rank == root else None, part.buf, root)
+    outgoing = np.zeros(size, np.int32)
+    incoming = guarded_zeros(size, np.int32)
+    exchanged = comm.alltoall_init(outgoing, incoming.buf, algorithm="pairwise")
+    for i in range(20):
+        mine[:] = [i, rank, i * rank]
+        expected = np.array([[i, r, i * r] for r in range(size)], np.int64).reshape(-1)
+        await allgathered.start()
+        same(everyone.buf, expected, f"allgather start {i}")
+        await gathered.start()
+        if rank == root:
+            same(at_root.buf, expected, f"gather start {i}")
+        if rank == root:
+            blocks[:] = np.arange(2.0 * size) + i
+        await scattered.start()
+        same(part.buf, np.array([2.0 * rank, 2.0 * rank + 1]) + i, f"scatter start {i}")
+        outgoing[:] = [1000 * rank + 10 * dst + i for dst in range(size)]
+        await exchanged.start()
+        same(
+            incoming.buf,
+            np.array([1000 * src + 10 * rank + i for src in range(size)], np.int32),
+            f"alltoall {i}",
+        )
+        await barriers[i % 3].start()
+        await comm.allgather(mine, everyone.buf)  # a plain call between starts
+    for guarded, what in (
+        (everyone, "allgather"),
+        (at_root, "gather"),
+        (part, "scatter"),
+        (incoming, "alltoall"),
+    ):
+        guarded.check(f"persistent {what}")
+    if size > 1:
+        # Every rank arrives at the barrier's start only after rank 0 wrote its flag, never before.
+        flag = await comm.win_allocate(1, np.int64)
+        if rank == 0:
+            await asyncio.sleep(0.05)
+            async with flag.lock_all():
+                for peer in range(size):
+                    await flag.signal(peer, 0, 1)
+        await barriers[0].start()
+        assert flag.memory[0] == 1 or rank == 0, "a persistent barrier returned before rank 0 arrived"
+        await comm.barrier()
+        await flag.free()
+    for bad in (
+        lambda: comm.allgather_init(mine, np.zeros(3 * size + 1, np.int64)),
+        lambda: comm.gather_init(mine, at_root.buf, size),
+        lambda: comm.scatter_init(blocks, np.zeros(2).view(), root, algorithm="nope"),
+        lambda: comm.alltoall_init(outgoing, np.zeros(size, np.int64)),
+        lambda: comm.barrier_init(algorithm="fence", n=2),
+    ):
+        with contextlib.suppress(aiorma.RmaUsageError):
+            bad()
+            raise AssertionError("a bad persistent collective was accepted at init")
+
+
+@check
 async def held_requests_progress(comm: aiorma.Comm) -> None:
     """A collective that nobody awaits still runs: the root starts a bcast, does not await it,
     and waits (through a second, awaited collective) until every other rank has the data."""
@@ -613,6 +689,7 @@ QUICK = [
     "held_requests_progress",
     "bad_input_raises_at_call",
     "persistent_allreduce_bcast",
+    "persistent_gathers_barrier",
 ]
 
 
