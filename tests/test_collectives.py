@@ -249,6 +249,13 @@ def test_model_picks_n_and_algorithms_deterministically() -> None:
     assert allreduce(4 << 20, False, None) == "recursive_doubling"  # REPLACE: rank order matters
     assert allreduce(8, True, [[0, 1], [2, 3, 4, 5, 6, 7]]) == "hierarchical"
     assert allreduce(8, True, [list(range(8))]) == "recursive_doubling"
+    # large blocks: the one-round algorithms, whose messages overlap, over the ones whose rounds
+    # (or tree levels) wait for each other's whole messages
+    for size in (4, 8):
+        for name in ("allgather", "gather", "scatter"):
+            assert select.choose(name, DEFAULT_MPI, select.Case(size, 1 << 20, 1 << 20))[0] == "direct"
+        small = select.Case(size, 8, 1 << 20)
+        assert select.choose("allgather", DEFAULT_MPI, small)[0] == "recursive_doubling"
     # the barrier's n is the model's best
     assert select.choose("barrier", DEFAULT_MPI, select.Case(64)) == ("nway", best_nway(DEFAULT_MPI, 64))
 

@@ -31,6 +31,7 @@ from .gather import (
     binomial_gather,
     binomial_scatter,
     bruck_allgather,
+    direct_allgather,
     direct_alltoall,
     direct_gather,
     direct_scatter,
@@ -209,6 +210,10 @@ ALLGATHER: dict[str, Algorithm] = {
     "ring": Algorithm(
         lambda c, out, block: ring_allgather(c.landing, out, block, c.everyone),
         cost=lambda p, case, k: m.allgather_ring(p, case.size, case.nbytes, case.slot),
+    ),
+    "direct": Algorithm(
+        lambda c, out, block: direct_allgather(c.landing, out, block, c.everyone),
+        cost=lambda p, case, k: m.allgather_direct(p, case.size, case.nbytes),
     ),
     "hierarchical": Algorithm(
         lambda c, out, block: hierarchical_allgather(c.landing, out, block, c.groups, 2),

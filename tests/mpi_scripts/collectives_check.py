@@ -330,7 +330,7 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
 @check
 async def allgather_all_algorithms(comm: aiorma.Comm) -> None:
     size = comm.size
-    algorithms: list[str | None] = [None, "ring", "bruck", "hierarchical"]
+    algorithms: list[str | None] = [None, "ring", "direct", "bruck", "hierarchical"]
     if size & (size - 1) == 0:
         algorithms.append("recursive_doubling")
     salt = 0
