@@ -162,6 +162,14 @@ def allreduce_recursive_doubling(p: LogGP, size: int, nbytes: float) -> float:
     return rounds * (p.message(nbytes) + nbytes * p.gamma)
 
 
+def allreduce_direct(p: LogGP, size: int, nbytes: float) -> float:
+    """Reduce-scatter and allgather, each one round of direct messages of ``nbytes/size``."""
+    if size == 1:
+        return 0.0
+    block = nbytes / size
+    return 2 * alltoall_direct(p, size, block) + (size - 1) * block * p.gamma
+
+
 def allreduce_ring(p: LogGP, size: int, nbytes: float) -> float:
     if size == 1:
         return 0.0
