@@ -43,7 +43,8 @@ def run(size: int, names: list[str]) -> list[list[str]]:
 #
 # The battery itself at every size and transport is tests/test_registry.py.
 
-TINY_SLOTS = [(3, 16, 1), (4, 64, 2), (7, 32, 3)]
+# K = 4 and 8: messages of more than a slot travel in wide chunks of 2 and 4 slots.
+TINY_SLOTS = [(3, 16, 1), (4, 64, 2), (7, 32, 3), (4, 16, 4), (5, 32, 8)]
 TINY_CASES = [(n, slot, slots, name) for n, slot, slots in TINY_SLOTS for name in [*QUICK, "bcast_large"]]
 
 
@@ -245,10 +246,17 @@ def test_model_picks_n_and_algorithms_deterministically() -> None:
         return select.choose("allreduce", DEFAULT_MPI, case)[0]
 
     assert allreduce(8, True, None) == "recursive_doubling"
-    assert allreduce(4 << 20, True, None) == "ring"
+    assert allreduce(4 << 20, True, None) == "direct"
     assert allreduce(4 << 20, False, None) == "recursive_doubling"  # REPLACE: rank order matters
     assert allreduce(8, True, [[0, 1], [2, 3, 4, 5, 6, 7]]) == "hierarchical"
     assert allreduce(8, True, [list(range(8))]) == "recursive_doubling"
+    # large blocks: the one-round algorithms, whose messages overlap, over the ones whose rounds
+    # (or tree levels) wait for each other's whole messages
+    for size in (4, 8):
+        for name in ("allgather", "gather", "scatter"):
+            assert select.choose(name, DEFAULT_MPI, select.Case(size, 1 << 20, 1 << 20))[0] == "direct"
+        small = select.Case(size, 8, 1 << 20)
+        assert select.choose("allgather", DEFAULT_MPI, small)[0] == "recursive_doubling"
     # the barrier's n is the model's best
     assert select.choose("barrier", DEFAULT_MPI, select.Case(64)) == ("nway", best_nway(DEFAULT_MPI, 64))
 
@@ -267,6 +275,49 @@ def test_landing_config_sizes() -> None:
     assert LandingConfig(slot_bytes=64, slots_per_peer=1).resolve(3) == (64, 1)
     with pytest.raises(ValueError):
         LandingConfig(slot_bytes=100).resolve(2)
+
+
+@pytest.mark.timeout(60)
+def test_wide_chunks_keep_order_and_never_wait_for_an_owed_credit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slots of 16 bytes, K = 4: messages of more than a slot go in chunks of 2 slots that start
+    at an even ordinal.  Three one-slot messages leave the receiver owing credit 3 (it reports
+    every 4); the wide chunk then needs credit 2 and would wait for it forever unless the receiver
+    reports before waiting.  Mixed sizes also check the skipped ordinals agree on both sides."""
+    monkeypatch.setattr(landing, "DEFAULT_CONFIG", LandingConfig(slot_bytes=16, slots_per_peer=4))
+    sizes = [8, 8, 8, 40, 8, 24, 100, 16, 17, 8, 8, 8, 33, 64, 5, 200]
+
+    async def main(comm: aiorma.Comm) -> list[bytes]:
+        ch = comm.collectives.landing
+        assert ch.widest == 2 and [ch.span(n) for n in (16, 17, 32, 33, 200)] == [1, 2, 2, 2, 2]
+        got = []
+        for i, n in enumerate(sizes):
+            payload = (np.arange(n) * 7 + i).astype(np.uint8)
+            if comm.rank == 0:
+                await ch.send(1, payload)
+            else:
+                out = np.zeros(n, np.uint8)
+                await ch.recv(0, out)
+                assert (out == payload).all(), (i, n)
+                got.append(out.tobytes())
+        return got
+
+    assert len(aiorma.run(main, nprocs=2)[1]) == len(sizes)
+
+
+def test_landing_span_widths() -> None:
+    """The widest chunk divides K and is at most K/2 (1 when K < 4)."""
+    for slots, widest in ((1, 1), (2, 1), (3, 1), (4, 2), (6, 2), (8, 4), (12, 4)):
+        config = LandingConfig(slot_bytes=16, slots_per_peer=slots)
+
+        async def main(comm: aiorma.Comm, widest: int = widest) -> None:
+            assert comm.collectives.landing.widest == widest
+
+        monkeypatch_config = pytest.MonkeyPatch()
+        monkeypatch_config.setattr(landing, "DEFAULT_CONFIG", config)
+        try:
+            aiorma.run(main, nprocs=1)
+        finally:
+            monkeypatch_config.undo()
 
 
 def test_runner_runs_in_order_and_steps_inside_submit() -> None:

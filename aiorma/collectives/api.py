@@ -223,7 +223,8 @@ class Collectives:
         """Copy ``buf`` of rank ``root`` into ``buf`` on every rank.
 
         ``algorithm``: ``"binomial"``, ``"knomial"`` (``k`` children per level, default 2),
-        ``"scatter_allgather"``, ``"tree"`` (along ``tree={rank: [children]}``, or the tree
+        ``"scatter_allgather"``, ``"scatter_allgather_direct"`` (both phases one round each),
+        ``"tree"`` (along ``tree={rank: [children]}``, or the tree
         ``aiorma.collectives.topology.build_bcast_tree`` makes from ``topology=``) or
         ``"hierarchical"`` (node leaders; ``nodes=`` one label per rank, else host names)."""
         job = self.bcast_job(buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes)
@@ -423,8 +424,9 @@ class Collectives:
         """Combine every rank's ``send`` with ``op`` in rank order into ``recv`` on every rank
         (``send is recv`` is allowed).
 
-        ``algorithm``: ``"recursive_doubling"``, ``"ring"`` (reduce-scatter + allgather) or
-        ``"hierarchical"`` (node leaders); the last two need a commutative op."""
+        ``algorithm``: ``"recursive_doubling"``, ``"ring"`` (reduce-scatter + allgather),
+        ``"direct"`` (the same, one round each) or ``"hierarchical"`` (node leaders); the last
+        three need a commutative op."""
         return self.submit(self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes), "allreduce")
 
     def allreduce_job(
@@ -507,8 +509,8 @@ class Collectives:
     ) -> Request:
         """``recv`` (``size`` blocks of ``send.size`` elements) gets block ``i`` from rank ``i``.
 
-        ``algorithm``: ``"ring"``, ``"recursive_doubling"`` (power-of-two sizes), ``"bruck"`` or
-        ``"hierarchical"`` (node leaders)."""
+        ``algorithm``: ``"ring"``, ``"direct"`` (one round), ``"recursive_doubling"``
+        (power-of-two sizes), ``"bruck"`` or ``"hierarchical"`` (node leaders)."""
         return self.submit(self.allgather_job(send, recv, algorithm=algorithm, nodes=nodes), "allgather")
 
     def allgather_job(

@@ -82,6 +82,43 @@ async def scatter_allgather_bcast(ch: Landing, buf: np.ndarray, group: Sequence[
         await await_all([ch.send(right, span(out_block, 1)), ch.recv(left, span(in_block, 1))])
 
 
+async def scatter_allgather_direct_bcast(
+    ch: Landing, buf: np.ndarray, group: Sequence[int], root: int
+) -> None:
+    """Van de Geijn's broadcast with both phases in one round each: the root puts block ``v`` to
+    relative index ``v`` and its own block 0 to everyone at once; each index, once its block has
+    landed, puts it to every index but the root and takes the others' blocks as they land.  Two
+    rounds instead of ``log2 m + m − 1``: where ranks share cores, a round that waits for a block
+    another rank forwards waits for that rank to be scheduled (see :func:`.gather.direct_allgather`)."""
+    size = len(group)
+    me = group.index(ch.rank)
+    v = (me - root) % size
+    offsets, counts = split(int(buf.size), size)
+
+    def block(u: int) -> np.ndarray:
+        return buf[offsets[u] : offsets[u] + counts[u]]
+
+    def rank_of(u: int) -> int:
+        return group[(u + root) % size]
+
+    if v == 0:
+        # per peer: its own block first, then block 0 (the order it receives them in)
+        others = range(1, size)
+        await await_all(
+            [ch.send(rank_of(u), block(u)) for u in others] + [ch.send(rank_of(u), block(0)) for u in others]
+        )
+        return
+    root_rank = rank_of(0)
+    await ch.recv(root_rank, block(v))
+    peers = [u for u in ((v + s) % size for s in range(1, size)) if u != 0]
+    sources = [u for u in ((v - s) % size for s in range(1, size)) if u != 0]
+    await await_all(
+        [ch.send(rank_of(u), block(v)) for u in peers]
+        + [ch.recv(root_rank, block(0))]
+        + [ch.recv(rank_of(u), block(u)) for u in sources]
+    )
+
+
 async def hierarchical_bcast(
     ch: Landing, buf: np.ndarray, groups: Sequence[Sequence[int]], root: int, k: int
 ) -> None:

@@ -1,4 +1,4 @@
-"""Allgather (ring, recursive doubling, Bruck, node leaders), gather and scatter (direct,
+"""Allgather (ring, direct, recursive doubling, Bruck, node leaders), gather and scatter (direct,
 binomial) and alltoall (direct puts with arrival counters, pairwise).
 
 ``out`` is the receive buffer as 1-D bytes holding ``m`` blocks of ``block`` bytes, block ``i``
@@ -36,6 +36,20 @@ async def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequen
                 ch.recv(left, _blocks(out, block, in_block, 1)),
             ]
         )
+
+
+async def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
+    """One round: every index puts its own block towards every other index's landing slots at
+    once (staggered start ``i+1, i+2, …``, as :func:`direct_alltoall`) and takes the others'
+    blocks as they land.  The same bytes as the ring, but no step waits for a block that another
+    step forwarded: on ranks that share cores each such hand-off waits for the forwarding rank to
+    be scheduled, which costs more than the copies for large blocks."""
+    size = len(group)
+    me = group.index(ch.rank)
+    mine = _blocks(out, block, me, 1)
+    sends = [ch.send(group[(me + s) % size], mine) for s in range(1, size)]
+    recvs = [ch.recv(group[(me - s) % size], _blocks(out, block, (me - s) % size, 1)) for s in range(1, size)]
+    await await_all(sends + recvs)
 
 
 async def recursive_doubling_allgather(
@@ -140,7 +154,10 @@ async def binomial_gather(
     block = int(mine.size)
     v = (me - root) % size
     span = binomial_subtree(v, size)
-    work = np.empty(span * block, np.uint8)  # relative indices v .. v+span-1
+    # relative indices v .. v+span-1; at root 0 relative order is absolute order, so the blocks
+    # land in ``out`` itself and need no rotation at the end
+    work = out if v == 0 and root == 0 else np.empty(span * block, np.uint8)
+    assert work is not None
     work[:block] = mine
     children = knomial_children(v, size, 2)
     await await_all(
@@ -156,6 +173,8 @@ async def binomial_gather(
         await ch.send(group[(parent + root) % size], work)
         return
     assert out is not None
+    if root == 0:
+        return
     # work holds relative indices 0..m-1: rotate into absolute order
     head = (size - root) * block
     out[root * block :] = work[:head]
@@ -185,7 +204,10 @@ async def binomial_scatter(
     block = int(mine.size)
     v = (me - root) % size
     span = binomial_subtree(v, size)
-    if v == 0:
+    if v == 0 and root == 0:
+        assert src is not None
+        work = src  # relative order is absolute order: send straight from the caller's buffer
+    elif v == 0:
         assert src is not None
         work = np.empty(size * block, np.uint8)  # relative order
         head = (size - root) * block

@@ -48,6 +48,16 @@ Several chunks are batched when credits allow (one flush and one flag for all of
 larger than a slot are split into chunks, which pipelines them through the ``K`` slots.  A
 one-chunk message that has landed already is taken inside the call that receives it.
 
+**Wide chunks.**  A message larger than a slot travels in chunks of ``m`` adjacent slots
+(:meth:`Landing.span`: ``m`` is a power of two, at most ``K/2`` and dividing ``K``, and no wider
+than the message needs), so a large message takes fewer puts, flushes, flags and hand-offs
+between ranks (each costs a wait for the other rank to be scheduled where ranks share cores) and
+two of them still pipeline.  A wide chunk counts as ``m`` chunks and starts at a multiple of
+``m`` (both sides skip the same ordinals to get there, from the message size alone), so it never
+wraps around the peer's slots; it needs credit ``o + m − K``.  A receiver about to wait for one
+first reports any credit it still owes that the chunk needs (step 5 only guarantees ``o + 1 −
+K``).  Messages of at most one slot (``m = 1``) are exactly as above.
+
 A long-lived passive epoch costs the engine O(1) per RMA call (it keeps a per-target issue
 sequence number, not a record of the calls), so one epoch serves the Comm's whole life.
 """
@@ -165,6 +175,10 @@ class Landing:
         self.size = size
         self.slot_bytes = slot_bytes
         self.slots = slots
+        #: The widest chunk, in slots: the largest power of two that divides K and is at most K/2
+        #: (two wide chunks in flight per pair; 1 when K < 4: no wide chunks).
+        low = slots & -slots  # the largest power of two dividing K (K itself when K is one)
+        self.widest = low if low <= slots // 2 else max(1, slots // 2)
         #: Messages of at most this many bytes are LL messages (0: none are).
         self.ll_bytes = ll_bytes
         self.ll_slots = ll_slots
@@ -254,8 +268,20 @@ class Landing:
 
     # ------------------------------------------------------------------ data
 
-    def chunks(self, nbytes: int) -> int:
-        return math.ceil(nbytes / self.slot_bytes)
+    def span(self, nbytes: int) -> int:
+        """Slots per chunk of an ``nbytes`` message: 1 up to one slot, else the smallest power of
+        two of slots that holds the message, at most :attr:`widest`."""
+        if nbytes <= self.slot_bytes:
+            return 1
+        return min(self.widest, 1 << (math.ceil(nbytes / self.slot_bytes) - 1).bit_length())
+
+    def chunks(self, nbytes: int, span: int = 1) -> int:
+        return math.ceil(nbytes / (self.slot_bytes * span))
+
+    @staticmethod
+    def _aligned(ordinal: int, span: int) -> int:
+        """The first ordinal from ``ordinal`` on where a chunk of ``span`` slots may start."""
+        return -(-ordinal // span) * span
 
     def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8, contiguous) to ``dst``, which must receive
@@ -269,29 +295,35 @@ class Landing:
         nbytes = int(data.size)
         if nbytes == 0:
             return self._done
-        if (nbytes if part_of is None else part_of) <= self.ll_bytes:
+        message = nbytes if part_of is None else part_of
+        if message <= self.ll_bytes:
             return self._send_ll(dst, data)
-        count = self.chunks(nbytes)
-        first = self._chunks_sent[dst]
+        # A forwarded piece is one chunk of the whole message: its width is the message's, as the
+        # receiver computes it.
+        span = self.span(message)
+        count = self.chunks(nbytes, span)
+        first = self._aligned(self._chunks_sent[dst], span)
         if count == 1 and self._send_tail[dst].done():
-            sent = self._send_now(dst, data, first)
+            sent = self._send_now(dst, data, first, span)
             if sent is not None:
                 return sent
-        self._chunks_sent[dst] += count
+        self._chunks_sent[dst] = first + count * span
         before, self._send_tail[dst] = self._send_tail[dst], self._loop.create_future()
-        return self._send(dst, data, first, count, before, self._send_tail[dst])
+        return self._send(dst, data, first, count, span, before, self._send_tail[dst])
 
-    def _send_now(self, dst: int, data: np.ndarray, ordinal: int) -> asyncio.Future[None] | None:
-        """Send a one-chunk message inside the call when its slot at ``dst`` is free (credit) and
-        no earlier message to ``dst`` is in flight: one notified put (:meth:`Window.put_signal`:
-        the data, then its flag once the data is complete at ``dst``).  Returns what the sender
-        awaits (finished when the put and flag completed inside the call), or None when the slot
-        is not free yet (the general path then waits for the credit)."""
-        if self._flag_mem[self.CREDIT + dst] < ordinal + 1 - self.slots:
+    def _send_now(self, dst: int, data: np.ndarray, ordinal: int, span: int) -> asyncio.Future[None] | None:
+        """Send a one-chunk message inside the call when its slots at ``dst`` are free (credit)
+        and no earlier message to ``dst`` is in flight: one notified put
+        (:meth:`Window.put_signal`: the data, then its flag once the data is complete at
+        ``dst``).  Returns what the sender awaits (finished when the put and flag completed inside
+        the call), or None when the slots are not free yet (the general path then waits for the
+        credit)."""
+        end = ordinal + span
+        if self._flag_mem[self.CREDIT + dst] < end - self.slots:
             return None
         disp = (self.rank * self.slots + ordinal % self.slots) * self.slot_bytes
-        self._chunks_sent[dst] = ordinal + 1
-        sent = self._data.win.put_signal(data, dst, disp, self._flags.win, self.DATA + self.rank, ordinal + 1)
+        self._chunks_sent[dst] = end
+        sent = self._data.win.put_signal(data, dst, disp, self._flags.win, self.DATA + self.rank, end)
         if sent.done() and sent.exception() is None:
             return self._done
         tail = self._send_tail[dst] = self._loop.create_future()
@@ -335,17 +367,18 @@ class Landing:
             return self._done
         if nbytes <= self.ll_bytes:
             return self._recv_ll(src, nbytes, consume)
-        count = self.chunks(nbytes)
-        first = self._chunks_expected[src]
-        self._chunks_expected[src] += count
-        if count == 1 and self._flag_mem[self.DATA + src] > first and self._recv_tail[src].done():
+        span = self.span(nbytes)
+        count = self.chunks(nbytes, span)
+        first = self._aligned(self._chunks_expected[src], span)
+        self._chunks_expected[src] = first + count * span
+        if count == 1 and self._flag_mem[self.DATA + src] >= first + span and self._recv_tail[src].done():
             # Landed already, and nothing earlier from src is still being received: take it now.
             start = (src * self.slots + first % self.slots) * self.slot_bytes
             consume(self._data_mem[start : start + nbytes], 0, nbytes)
-            self._consumed(src, first + 1)
+            self._consumed(src, first + span)
             return self._done
         before, self._recv_tail[src] = self._recv_tail[src], self._loop.create_future()
-        return self._recv(src, nbytes, consume, first, count, before, self._recv_tail[src])
+        return self._recv(src, nbytes, consume, first, count, span, before, self._recv_tail[src])
 
     async def _send(
         self,
@@ -353,30 +386,32 @@ class Landing:
         data: np.ndarray,
         first: int,
         count: int,
+        span: int,
         before: asyncio.Future[None],
         done: asyncio.Future[None],
     ) -> None:
         try:
             if not before.done():
                 await asyncio.wait([before])
-            slot_bytes, slots, nbytes = self.slot_bytes, self.slots, int(data.size)
+            slots, nbytes = self.slots, int(data.size)
+            chunk_bytes = self.slot_bytes * span
             base = self.rank * slots
             win = self._data.win
             sent = 0
             while sent < count:
-                ordinal = first + sent
-                await self.watcher.wait(self.CREDIT + dst, ordinal + 1 - slots)
+                ordinal = first + sent * span
+                await self.watcher.wait(self.CREDIT + dst, ordinal + span - slots)
                 credit = int(self._flag_mem[self.CREDIT + dst])
-                batch = min(count - sent, credit + slots - ordinal)
-                if slot_bytes >= _PIPELINE_BYTES:
+                batch = min(count - sent, (credit + slots - ordinal) // span)
+                if chunk_bytes >= _PIPELINE_BYTES:
                     # Large chunks are flagged one by one, so the receiver copies chunk o out
                     # while we put chunk o+1 (one flush and flag more per chunk, cheap next to
                     # the copy); small ones share a flush and a flag.
                     batch = 1
                 for j in range(batch):
-                    lo = (sent + j) * slot_bytes
-                    disp = (base + (ordinal + j) % slots) * slot_bytes
-                    win.put(data[lo : min(nbytes, lo + slot_bytes)], dst, disp)
+                    lo = (sent + j) * chunk_bytes
+                    disp = (base + (ordinal + j * span) % slots) * self.slot_bytes
+                    win.put(data[lo : min(nbytes, lo + chunk_bytes)], dst, disp)
                 flushed = win.flush(dst)
                 if self.polling and not flushed.done():
                     # A polled transport carries the flush out at its next poll: do that poll now
@@ -384,7 +419,7 @@ class Landing:
                     self._progress()
                 await flushed
                 sent += batch
-                self._raise_flag(dst, self.DATA + self.rank, first + sent)
+                self._raise_flag(dst, self.DATA + self.rank, first + sent * span)
         finally:
             done.set_result(None)
 
@@ -395,27 +430,38 @@ class Landing:
         consume: Consume,
         first: int,
         count: int,
+        span: int,
         before: asyncio.Future[None],
         done: asyncio.Future[None],
     ) -> None:
         try:
             if not before.done():
                 await asyncio.wait([before])
-            slot_bytes, slots = self.slot_bytes, self.slots
+            slots = self.slots
+            chunk_bytes = self.slot_bytes * span
             base = src * slots
             memory = self._data_mem
             got = 0
             while got < count:
-                ordinal = first + got
-                await self.watcher.wait(self.DATA + src, ordinal + 1)
-                batch = min(count - got, int(self._flag_mem[self.DATA + src]) - ordinal)
+                ordinal = first + got * span
+                if (
+                    span > 1
+                    and ordinal + span - slots > self._credit_written[src]
+                    and self._flag_mem[self.DATA + src] < ordinal + span
+                ):
+                    # Everything before ``ordinal`` is consumed; the sender needs credit
+                    # ordinal + span - K for this chunk, which the every-K rule may still owe.
+                    self._credit_written[src] = ordinal
+                    self._raise_flag(src, self.CREDIT + self.rank, ordinal)
+                await self.watcher.wait(self.DATA + src, ordinal + span)
+                batch = min(count - got, (int(self._flag_mem[self.DATA + src]) - ordinal) // span)
                 for j in range(batch):
-                    lo = (got + j) * slot_bytes
-                    hi = min(nbytes, lo + slot_bytes)
-                    start = (base + (ordinal + j) % slots) * slot_bytes
+                    lo = (got + j) * chunk_bytes
+                    hi = min(nbytes, lo + chunk_bytes)
+                    start = (base + (ordinal + j * span) % slots) * self.slot_bytes
                     consume(memory[start : start + hi - lo], lo, hi)
                 got += batch
-                self._consumed(src, first + got)
+                self._consumed(src, first + got * span)
         finally:
             done.set_result(None)
 

@@ -30,7 +30,7 @@ import math
 import attrs
 import numpy as np
 
-from .schedules import largest_power_of_two, nway_distances
+from .schedules import binomial_subtree, largest_power_of_two, nway_distances
 
 
 @attrs.frozen(kw_only=True)
@@ -162,6 +162,14 @@ def allreduce_recursive_doubling(p: LogGP, size: int, nbytes: float) -> float:
     return rounds * (p.message(nbytes) + nbytes * p.gamma)
 
 
+def allreduce_direct(p: LogGP, size: int, nbytes: float) -> float:
+    """Reduce-scatter and allgather, each one round of direct messages of ``nbytes/size``."""
+    if size == 1:
+        return 0.0
+    block = nbytes / size
+    return 2 * alltoall_direct(p, size, block) + (size - 1) * block * p.gamma
+
+
 def allreduce_ring(p: LogGP, size: int, nbytes: float) -> float:
     if size == 1:
         return 0.0
@@ -184,10 +192,20 @@ def allgather_bruck(p: LogGP, size: int, block: float) -> float:
     return rounds * p.message(0) + (size - 1) * block * p.G + 2 * size * block * p.G / 2
 
 
+def allgather_direct(p: LogGP, size: int, block: float) -> float:
+    """Every rank puts its block to every other at once: the traffic of the direct alltoall."""
+    return alltoall_direct(p, size, block)
+
+
 def alltoall_direct(p: LogGP, size: int, block: float) -> float:
+    """All ``size − 1`` messages at once.  After the first, each adds its issue gap, its flush
+    and one copy (half of ``G``): the puts of different senders overlap the receivers' copies
+    out of the slots, so only each rank's own copies queue up.  This is what makes the one-round
+    algorithms win for large blocks over the ones whose rounds wait for each other's whole
+    messages (recursive doubling, ring), which charge every byte of every round in full."""
     if size == 1:
         return 0.0
-    return p.message(block) + p.burst(size - 1) + (size - 2) * (p.d + block * p.G)
+    return p.message(block) + p.burst(size - 1) + (size - 2) * (p.d + block * p.G / 2)
 
 
 def alltoall_pairwise(p: LogGP, size: int, block: float) -> float:
@@ -202,5 +220,10 @@ def gather_direct(p: LogGP, size: int, block: float) -> float:
 
 
 def gather_binomial(p: LogGP, size: int, block: float) -> float:
+    """Every block is forwarded once per tree level it crosses: ``size/2 · log2(size)`` blocks
+    travel the edges in all against ``size − 1`` for the direct algorithm.  The extra blocks
+    count in full — an inner rank's whole subtree must land before it forwards, and where ranks
+    share cores every copy takes CPU from the others."""
     depth = knomial_depth(size, 2)
-    return depth * p.message(0) + (size - 1) * block * p.G
+    forwarded = sum(binomial_subtree(v, size) for v in range(1, size))
+    return depth * p.message(0) + forwarded * block * p.G

@@ -1,4 +1,4 @@
-"""Reduce and allreduce: binomial tree, recursive doubling, ring reduce-scatter + allgather,
+"""Reduce and allreduce: binomial tree, recursive doubling, ring or direct reduce-scatter + allgather,
 reduce-scatter + gather, node leaders.
 
 ``acc`` is a 1-D typed array holding this rank's contribution; each algorithm leaves the result
@@ -147,6 +147,35 @@ async def recursive_doubling_allreduce(
         out[...] = current
     if me < 2 * rem:
         await ch.send(group[me - 1], _bytes(out))
+
+
+async def direct_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:
+    """Reduce-scatter then allgather (commutative ops), each phase in one round: every index puts
+    block ``j`` of ``acc`` to index ``j`` at once and combines the blocks it receives into its own
+    block as they land, then puts its reduced block to everyone and takes theirs.  The bytes of
+    the ring, in two rounds instead of ``2·(m−1)``: where ranks share cores, each round that waits
+    for another rank's forwarded block waits for that rank to be scheduled.
+
+    Block ``me`` is combined in arrival order, which differs from run to run; it is combined on
+    one rank only and then copied, so every rank still ends with the same result."""
+    size = len(group)
+    me = group.index(ch.rank)
+    offsets, counts = split(acc.size, size)
+
+    def block(i: int) -> np.ndarray:
+        return acc[offsets[i] : offsets[i] + counts[i]]
+
+    peers = [(me + s) % size for s in range(1, size)]
+    sources = [(me - s) % size for s in range(1, size)]
+    # Only block ``me`` is written in this phase, and it is never sent in it.
+    await await_all(
+        [ch.send(group[j], _bytes(block(j))) for j in peers]
+        + [ch.recv_reduce(group[i], block(me), op, incoming_higher=i > me) for i in sources]
+    )
+    await await_all(
+        [ch.send(group[j], _bytes(block(me))) for j in peers]
+        + [ch.recv(group[i], _bytes(block(i))) for i in sources]
+    )
 
 
 async def ring_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:

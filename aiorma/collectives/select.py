@@ -26,11 +26,18 @@ import numpy as np
 
 from . import model as m
 from .barrier import nway_barrier
-from .bcast import hierarchical_bcast, knomial_bcast, scatter_allgather_bcast, tree_bcast
+from .bcast import (
+    hierarchical_bcast,
+    knomial_bcast,
+    scatter_allgather_bcast,
+    scatter_allgather_direct_bcast,
+    tree_bcast,
+)
 from .gather import (
     binomial_gather,
     binomial_scatter,
     bruck_allgather,
+    direct_allgather,
     direct_alltoall,
     direct_gather,
     direct_scatter,
@@ -43,6 +50,7 @@ from .landing import Landing
 from .model import LogGP
 from .reduce import (
     binomial_reduce,
+    direct_allreduce,
     hierarchical_allreduce,
     hierarchical_reduce,
     recursive_doubling_allreduce,
@@ -154,6 +162,10 @@ BCAST: dict[str, Algorithm] = {
         cost=lambda p, case, k: m.bcast_scatter_allgather(p, case.size, case.nbytes, case.slot),
         eligible=_more_than_two,
     ),
+    "scatter_allgather_direct": Algorithm(
+        lambda c, v: scatter_allgather_direct_bcast(c.landing, v, c.everyone, c.root),
+        eligible=_more_than_two,
+    ),
     "tree": Algorithm(lambda c, v: tree_bcast(c.landing, v, *c.links)),
     "hierarchical": Algorithm(
         lambda c, v: hierarchical_bcast(c.landing, v, c.groups, c.root, c.k), eligible=_hierarchical
@@ -189,6 +201,12 @@ ALLREDUCE: dict[str, Algorithm] = {
         eligible=_commutative_and(_more_than_two),
         commutative=True,
     ),
+    "direct": Algorithm(
+        lambda c, src, out: _allreduce_in_place(direct_allreduce, c, src, out, c.everyone),
+        cost=lambda p, case, k: m.allreduce_direct(p, case.size, case.nbytes),
+        eligible=_commutative_and(_more_than_two),
+        commutative=True,
+    ),
     "hierarchical": Algorithm(
         lambda c, src, out: _allreduce_in_place(hierarchical_allreduce, c, src, out, c.groups, 2),
         eligible=_commutative_and(_hierarchical),
@@ -209,6 +227,10 @@ ALLGATHER: dict[str, Algorithm] = {
     "ring": Algorithm(
         lambda c, out, block: ring_allgather(c.landing, out, block, c.everyone),
         cost=lambda p, case, k: m.allgather_ring(p, case.size, case.nbytes, case.slot),
+    ),
+    "direct": Algorithm(
+        lambda c, out, block: direct_allgather(c.landing, out, block, c.everyone),
+        cost=lambda p, case, k: m.allgather_direct(p, case.size, case.nbytes),
     ),
     "hierarchical": Algorithm(
         lambda c, out, block: hierarchical_allgather(c.landing, out, block, c.groups, 2),

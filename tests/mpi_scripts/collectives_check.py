@@ -204,6 +204,7 @@ async def bcast_all_algorithms(comm: aiorma.Comm) -> None:
         {"algorithm": "binomial"},
         {"algorithm": "knomial", "k": 3},
         {"algorithm": "scatter_allgather"},
+        {"algorithm": "scatter_allgather_direct"},
         {"algorithm": "hierarchical", "nodes": nodes_map(size)},
         {"algorithm": "hierarchical"},  # node map from host names
     ]
@@ -259,7 +260,7 @@ async def bcast_topology_tree(comm: aiorma.Comm) -> None:
 async def bcast_large(comm: aiorma.Comm) -> None:
     """Larger than one landing slot: chunked and pipelined (a slot is at most 1 MiB)."""
     n = min(300_000, 50 * slot_bytes(comm) // 8)  # up to 2.4 MB of float64
-    for algorithm in ("binomial", "scatter_allgather"):
+    for algorithm in ("binomial", "scatter_allgather", "scatter_allgather_direct"):
         root = comm.size - 1
         buf = Guarded(n, np.float64, fill=np.arange(n, dtype=np.float64) if comm.rank == root else None)
         await comm.bcast(buf.buf, root, algorithm=algorithm)
@@ -299,7 +300,7 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
     for op, dtypes in OP_DTYPES:
         algorithms: list[str | None] = [None, "recursive_doubling"]
         if op not in (Op.REPLACE, Op.NO_OP):
-            algorithms += ["ring", "hierarchical"]
+            algorithms += ["ring", "direct", "hierarchical"]
         for algorithm in algorithms:
             for dtype in dtypes:
                 salt += 1
@@ -319,7 +320,7 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
     same(grid.buf, expected, "in place")
     grid.check("in-place allreduce")
     n = min(200_000, 40 * slot_bytes(comm) // 8)  # several slots' worth, whatever the slot size
-    for algorithm in ("ring", "recursive_doubling"):
+    for algorithm in ("ring", "direct", "recursive_doubling"):
         send = np.full(n, comm.rank + 1, np.int64)
         recv = guarded_zeros(n, np.int64)
         await comm.allreduce(send, recv.buf, Op.SUM, algorithm=algorithm)
@@ -330,7 +331,7 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
 @check
 async def allgather_all_algorithms(comm: aiorma.Comm) -> None:
     size = comm.size
-    algorithms: list[str | None] = [None, "ring", "bruck", "hierarchical"]
+    algorithms: list[str | None] = [None, "ring", "direct", "bruck", "hierarchical"]
     if size & (size - 1) == 0:
         algorithms.append("recursive_doubling")
     salt = 0
