@@ -36,7 +36,7 @@ from .._cli import command_parser
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank
 
 #: The code every call of the program passes through: (file suffix, functions or None for all).
-AIORMA_PATH: tuple[tuple[str, frozenset[str] | None], ...] = (
+CALL_PATH: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("aiorma/window.py", None),
     ("aiorma/request.py", frozenset({"__init__", "finished", "__await__"})),
     ("aiorma/_core/driver.py", frozenset({"request", "_finish", "issue", "watch"})),
@@ -58,7 +58,7 @@ AIORMA_PATH: tuple[tuple[str, frozenset[str] | None], ...] = (
 def _on_path(filename: str, function: str) -> bool:
     filename = filename.replace("\\", "/")
     return any(
-        filename.endswith(suffix) and (names is None or function in names) for suffix, names in AIORMA_PATH
+        filename.endswith(suffix) and (names is None or function in names) for suffix, names in CALL_PATH
     )
 
 
