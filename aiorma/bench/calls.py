@@ -1,7 +1,7 @@
 """Python calls per transaction and per epoch: what the interpreter runs for each, counted.
 
     python -m aiorma.bench calls [--ranks P] [--transactions T] [--epochs N] [--json PATH]
-                                 [--emulate-nodes K]
+                                 [--plot DIR [--compare PATH]] [--emulate-nodes K]
 
 Launches itself on ``--ranks`` ranks (2 by default) under the mpich wheel's ``mpiexec`` and
 counts, with :mod:`cProfile` on rank 0, the Python-level calls (functions and builtins) made per
@@ -17,6 +17,8 @@ Two counts per row: **aiorma** — calls into the code every call of the program
 everything, polls, the transport and the event loop included (it grows when a rank waits, so it
 moves with the machine's load).  Where the time goes is what the benchmark's time-based siblings
 measure; this one shows what a change to the code's structure saved, reproducibly.
+``--plot DIR`` draws the aiorma-path counts into ``DIR/calls.png``, beside those of an earlier
+``--json`` result given with ``--compare`` (e.g. the same command run in the tree before a change).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .._cli import command_parser
+from .._cli import command_parser, plot_directory
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank
 
 #: The code every call of the program passes through: (file suffix, functions or None for all).
@@ -151,6 +153,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--epochs", type=int, default=2000, help="epochs per case (default %(default)s)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the counts here")
+    parser.add_argument(
+        "--plot", type=plot_directory, metavar="DIR", help="draw DIR/calls.png (needs matplotlib)"
+    )
+    parser.add_argument(
+        "--compare", type=Path, metavar="PATH", help="with --plot: an earlier --json result to draw beside"
+    )
     add_emulate_nodes_option(parser)
     options = parser.parse_args(argv)
     if options.ranks < 2:
@@ -170,4 +178,36 @@ def main(argv: list[str]) -> int:
     if options.json:
         options.json.parent.mkdir(parents=True, exist_ok=True)
         options.json.write_text(json.dumps({"ranks": options.ranks, "rows": rows}, indent=1))
+    if options.plot:
+        earlier = json.loads(options.compare.read_text())["rows"] if options.compare else None
+        print("wrote", plot(rows, earlier, options.plot))
     return 0
+
+
+Rows = dict[str, dict[str, float]]
+
+
+def plot(current: Rows, earlier: Rows | None, directory: Path) -> Path:
+    """Bars of the aiorma-path calls per unit of ``current`` (and ``earlier`` beside it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    units = list(current)
+    series = [(label, rows) for label, rows in (("before (--compare)", earlier), ("now", current)) if rows]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / len(series)
+    for i, (label, rows) in enumerate(series):
+        xs = [u + (i - (len(series) - 1) / 2) * width for u in range(len(units))]
+        bars = ax.bar(xs, [rows[unit]["aiorma"] for unit in units], width, label=label)
+        ax.bar_label(bars, fmt="%.0f", fontsize=8)
+    ax.set_xticks(range(len(units)), [unit.replace("transactions ", "tx ") for unit in units], fontsize=8)
+    ax.set_ylabel("Python calls per unit on aiorma's path")
+    ax.set_title("Calls per transaction and per epoch, rank 0 (python -m aiorma.bench calls)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = directory / "calls.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
