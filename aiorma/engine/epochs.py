@@ -33,7 +33,7 @@ class AccessTarget:
     # Issue sequence number (per target, PeerTrait.issued_seq) of this access's last issued op:
     # the access's RMA is remotely complete once the target's flushed watermark reaches it.
     last_seq: int = 0
-    lock: QueueLock | None = None  # the lock request (lock/lock_all epochs without NOCHECK)
+    lock: QueueLock | None = None  # the lock request (lock/lock_all epochs without NOCHECK), until released
 
     @property
     def granted(self) -> bool:

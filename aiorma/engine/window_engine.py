@@ -700,7 +700,10 @@ class WindowEngine:
         self._advance(epoch)
 
     def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
+        # The request is done with: drop it, so that the epoch (which its callbacks name) is freed
+        # when it completes, by reference counting rather than by a later run of the cyclic GC.
         del self._locks[access.rank]
+        access.lock = None
         if self._advancing is not epoch:  # (inside _advance(epoch), it looks at the lock next)
             self._advance(epoch)
 
