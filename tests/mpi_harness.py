@@ -5,12 +5,15 @@ MPICH's hydra starts more ranks than cores without extra flags.
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,22 +81,85 @@ def launch_mpi(
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     cmd = mpiexec_command(nprocs, [*wrapper, sys.executable, str(script), *args], emulate_nodes)
-    # A new session makes mpiexec and its ranks one process group that a timeout can kill whole.
-    with subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    ) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate()
-            return MpiOutcome(cmd, None, stdout, stderr, timeout)
+    with tempfile.TemporaryDirectory() as stacks:
+        env[STACKS_DIR] = stacks
+        # A new session makes mpiexec and its ranks one process group that a timeout can kill whole.
+        with subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        ) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                hung = _stacks_of_ranks(str(script), Path(stacks))
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, stderr = proc.communicate()
+                return MpiOutcome(cmd, None, stdout, stderr + hung, timeout)
     return MpiOutcome(cmd, proc.returncode, stdout, stderr, timeout)
+
+
+#: Environment variable naming the directory where a rank writes its stacks when sent SIGUSR1
+#: (set by :func:`launch_mpi` for every job; a timed-out job's failure message shows them).
+STACKS_DIR = "AIORMA_TEST_STACKS"
+
+
+def _stacks_of_ranks(script: str, directory: Path) -> str:
+    """Ask every rank process running ``script`` for its stacks (SIGUSR1: see
+    :func:`_dump_stacks_when_asked`) and return what they wrote, for a hung job's failure
+    message.  Only the rank processes are signalled: mpiexec and its proxies would die of it."""
+    asked = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if script.encode() in argv and any(b"python" in arg for arg in argv[:1]):
+            try:
+                os.kill(int(entry.name), signal.SIGUSR1)
+                asked += 1
+            except OSError:
+                pass
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and len(list(directory.glob("stacks-*.txt"))) < asked:
+        time.sleep(0.1)
+    time.sleep(0.2)  # (let the last writer finish)
+    dumps = [
+        f"\n--- {path.name} ---\n{path.read_text(errors='replace')}"
+        for path in sorted(directory.glob("stacks-*.txt"))
+    ]
+    return f"\n--- stacks of the {asked} hung rank processes ---" + "".join(dumps) if asked else ""
+
+
+def _dump_stacks_when_asked() -> None:
+    """In a rank started by :func:`launch_mpi`: on SIGUSR1, write every thread's stack and every
+    asyncio task's to ``$AIORMA_TEST_STACKS/stacks-<rank>.txt`` (a hung job then says where each
+    rank waits)."""
+    directory = os.environ.get(STACKS_DIR)
+    if not directory or "PMI_RANK" not in os.environ:
+        return
+    path = Path(directory) / f"stacks-{os.environ['PMI_RANK']}.txt"
+
+    def dump(_signum: int, _frame: object) -> None:
+        with path.open("w") as out:
+            faulthandler.dump_traceback(out, all_threads=True)
+            try:
+                tasks = asyncio.all_tasks()  # (the handler runs inside the running loop)
+            except RuntimeError:
+                return
+            for task in tasks:
+                out.write(f"\n{task!r}\n")
+                task.print_stack(file=out)
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
+_dump_stacks_when_asked()
 
 
 def run_mpi(
