@@ -154,9 +154,23 @@ def _dump_stacks_when_asked() -> None:
                 return
             for task in tasks:
                 out.write(f"\n{task!r}\n")
-                task.print_stack(file=out)
+                _write_await_chain(task.get_coro(), out)
 
     signal.signal(signal.SIGUSR1, dump)
+
+
+def _write_await_chain(coro: Any, out: Any) -> None:
+    """Where a suspended task waits: every coroutine or generator it awaits, innermost last (a
+    task's own stack shows only its outermost frame), with the Request an ``__await__`` waits for."""
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            code = frame.f_code
+            out.write(f"  {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+            if code.co_name == "__await__" and "self" in frame.f_locals:
+                out.write(f"  awaiting {frame.f_locals['self']!r}")
+            out.write("\n")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
 
 
 _dump_stacks_when_asked()
