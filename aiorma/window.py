@@ -211,9 +211,6 @@ class Window:
 
     # ---------------------------------------------------------------------------- RMA
 
-    # The plain cases of put, get and accumulate (checked by exact types, the hot path) make the
-    # engine call themselves, as _rma does for the rest: one frame less per call.
-
     def put(self, origin: Any, target: int, disp: int = 0) -> Request:
         """Write ``origin`` (an array of the window's dtype, or values that fit it) into
         ``target``'s window at element ``disp``, inside an access epoch covering ``target``.
@@ -221,7 +218,7 @@ class Window:
         data is in the target's memory once the epoch's closing call or a flush completes."""
         if self._plain(origin, target, disp):
             self._check_open()
-            return self._call(self._engine.rma(target, RmaOp(RmaKind.PUT, target, disp, origin)), "put")
+            return self._rma(RmaOp(RmaKind.PUT, target, disp, origin), "put")
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
         return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=data), "put")
@@ -230,8 +227,7 @@ class Window:
         """Read ``result.size`` elements of ``target``'s window at ``disp`` into ``result``."""
         if self._plain(result, target, disp) and result.flags.writeable:
             self._check_open()
-            op_ = RmaOp(RmaKind.GET, target, disp, result=result)
-            return self._call(self._engine.rma(target, op_), "get", result)
+            return self._rma(RmaOp(RmaKind.GET, target, disp, result=result), "get", result)
         result, out = self._result(result)
         target, disp = self._check_span(target, disp, out.size)
         return self._rma(RmaOp(RmaKind.GET, target, disp, result=out), "get", result)
@@ -240,8 +236,7 @@ class Window:
         """Combine ``origin`` into the target with ``op``, atomically per element."""
         if type(op) is Op and op in self._accumulate_ops and self._plain(origin, target, disp):
             self._check_open()
-            op_ = RmaOp(RmaKind.ACCUMULATE, target, disp, origin=origin, op=op)
-            return self._call(self._engine.rma(target, op_), "accumulate")
+            return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=origin, op=op), "accumulate")
         operation = self._op(op, allow_no_op=False)
         self._accumulate_ops.add(operation)
         data = self._origin(origin)
