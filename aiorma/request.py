@@ -154,14 +154,9 @@ class EpochRequest(Request):
     __slots__ = ("_close",)
 
     def __init__(self, opened: Request, close: Callable[[], Request]) -> None:
-        # The opening's Request, field by field (not through Request.__init__: one frame less
-        # on every lock, start, post and lock_all).
-        self._future = opened._future
-        self._progress = opened._progress
-        self._driver = opened._driver
+        super().__init__(opened._future, opened._progress, opened.description, opened._driver)
         self._value = opened._value
         self._error = opened._error
-        self.description = opened.description
         self._close = close
 
     async def __aenter__(self) -> EpochRequest:

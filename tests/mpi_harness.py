@@ -119,7 +119,7 @@ def _stacks_of_ranks(script: str, directory: Path) -> str:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if script.encode() in argv and any(b"python" in arg for arg in argv[:1]):
+        if script.encode() in argv and b"python" in argv[0]:
             try:
                 os.kill(int(entry.name), signal.SIGUSR1)
                 asked += 1

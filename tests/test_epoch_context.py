@@ -105,8 +105,8 @@ def test_plain_calls_still_return_requests() -> None:
 
 
 def test_an_epoch_request_is_the_opening_request_field_for_field() -> None:
-    """EpochRequest copies the opening's Request without Request.__init__ (the hot path saves the
-    frame): every field a Request has must reach it, pending or finished, value or error."""
+    """An EpochRequest is the opening's Request with a closing call: every field a Request has
+    must reach it, pending or finished, value or error."""
     from aiorma.request import EpochRequest, Request
 
     async def main() -> None:
