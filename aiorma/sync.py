@@ -424,7 +424,10 @@ class Semaphore(_Shared):
     Slots never collide because a rank has at most one unserved ticket: its acquires queue
     locally, and the next takes a ticket only once the previous one was served — even when the
     previous one was abandoned (its permit is then given back once it comes).  Tickets are served
-    in order, so with at most ``P`` unserved tickets, ``t`` is served before ``t + P`` is taken."""
+    in order, so with at most ``P`` unserved tickets, ``t`` is served before ``t + P`` is taken.
+    So an owner that finds a *later* ticket in its slot was served too (its mark was overwritten
+    while its read of the slot travelled): it goes ahead, as a release finding a later ticket
+    there knows the owner it serves went ahead."""
 
     TICKETS, SERVED, WAKE, SLOTS = 0, 1, 2, 3
 
@@ -489,8 +492,11 @@ class Semaphore(_Shared):
             self._atomic(slot, 0, NO_OP, lambda seen: register(ticket, slot, seen), failed)
 
         def register(ticket: int, slot: int, seen: int) -> None:
-            if seen == self._served_mark(ticket):
-                granted()  # served before we wrote the slot
+            if seen == self._served_mark(ticket) or self._ticket_of(seen) > ticket:
+                # Served before we wrote the slot: it is marked for us — or it already belongs to
+                # a later ticket, which cannot have been taken before ours was served (the slot
+                # was marked for us and taken over while our read of it was on its way).
+                granted()
                 return
 
             def swapped(old: int) -> None:
