@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 import aiorma
+from aiorma.runtime import run_ranks
+from aiorma.transport.base import RmaOp
+from aiorma.transport.local import LocalEndpoint, LocalNetwork
 
 
 def run(main: Any, nprocs: int = 2) -> list[Any]:
@@ -166,3 +169,63 @@ def test_a_signal_of_several_words_is_written_inside_the_call() -> None:
         return seen
 
     assert run(main)[1] == [0, 5, -6, 2**40]
+
+
+class _FarEndpoint(LocalEndpoint):
+    """A local endpoint whose peers are "on another node": a put may reach them in pieces that
+    split a word (as MPICH's network module delivered a large put in one CI run), so it says puts
+    do not store words whole there, and it records how signal words were written."""
+
+    def __init__(self, network: LocalNetwork, rank: int) -> None:
+        super().__init__(network, rank)
+        self.writes: list[tuple[str, int]] = []
+
+    def stores_words_whole(self, target: int) -> bool:
+        return target == self.rank
+
+    def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
+        self.writes.append(("put_flushed", int(data.size)))
+        return super().put_flushed(win_id, target, disp, data)
+
+    def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
+        self.writes.append((f"{op.kind.value}/{op.op.name}", op.count))
+        return super().issue(win_id, token, op)
+
+
+class _FarNetwork(LocalNetwork):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.endpoints = [_FarEndpoint(self, rank) for rank in range(size)]
+
+
+@pytest.mark.timeout(60)
+def test_signal_words_to_another_node_are_written_whole() -> None:
+    """Towards a peer whose puts may split a word, a signal of several words is an accumulate
+    with REPLACE (MPI writes each basic element of an accumulate whole), not a put; one word
+    stays a put (one aligned 8-byte store, never seen split).  Found by the LL torn-word check
+    between two emulated nodes (tests/test_ll.py)."""
+    network = _FarNetwork(2)
+
+    async def main(comm: aiorma.Comm) -> list[int]:
+        win = await comm.win_allocate(4, np.int64)
+        await comm.barrier()
+        async with win.lock_all():
+            if comm.rank == 0:
+                endpoint = network.endpoints[0]
+                endpoint.writes.clear()
+                await win.signal(1, 0, 7)
+                assert endpoint.writes == [("put_flushed", 1)], endpoint.writes
+                endpoint.writes.clear()
+                words = np.array([5, -6, 2**40], np.int64)
+                await win.signal(1, 1, words)
+                assert ("put", 3) not in endpoint.writes and ("put_flushed", 3) not in endpoint.writes
+                assert ("accumulate/REPLACE", 3) in endpoint.writes, endpoint.writes
+        await comm.barrier()
+        seen = win.memory.tolist()
+        await win.free()
+        return seen
+
+    async def both() -> list[list[int]]:
+        return await run_ranks(main, (), network)
+
+    assert asyncio.run(both())[1] == [7, 5, -6, 2**40]

@@ -135,6 +135,8 @@ class NotifiedAccess:
                 return False
             words = np.array([value], np.int64)
         elif self._dtype is _INT64 and self._plain(value, target, index):
+            if value.size > 1 and not self._endpoint.stores_words_whole(target):
+                return False  # written as an accumulate (_check_signal)
             words = value
         else:
             return False
@@ -235,16 +237,20 @@ class NotifiedAccess:
         target, index = self._check_span(target, index, word.size)
         if not self._engine.passive_access(target):
             raise EpochError(f"signal towards rank {target} outside a lock or lock_all epoch")
-        if op is SIGNAL_SET:
-            return target, index, RmaOp(RmaKind.PUT, target, index, word)
-        return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
+        if op is not SIGNAL_SET:
+            return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
+        if word.size > 1 and not self._endpoint.stores_words_whole(target):
+            # Several words towards a peer whose puts may arrive in pieces that split a word: an
+            # accumulate with REPLACE, which MPI applies element by element, each whole.
+            return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.REPLACE)
+        return target, index, RmaOp(RmaKind.PUT, target, index, word)
 
     def _write_signal(self, word: RmaOp) -> Request:
         """The signal write and the flush that completes it at the target."""
         if word.kind is RmaKind.PUT:
             self._window.put(word.origin, word.target, word.disp)
         else:
-            self._window.accumulate(word.origin, word.target, word.disp, Op.SUM)
+            self._window.accumulate(word.origin, word.target, word.disp, word.op)
         return self._window.flush(word.target)
 
     def _after(self, first: Request, then: Callable[[], Request], what: str) -> Request:

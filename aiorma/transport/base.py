@@ -153,6 +153,14 @@ class Endpoint(Protocol):
         window, so the put is ordered after everything issued before.  Rings ``target`` after it
         as a flush would (``notify`` windows)."""
 
+    def stores_words_whole(self, target: int) -> bool:
+        """True when a put of aligned int64 words into ``target``'s memory is seen by
+        ``target``'s loads one whole word at a time, however many words the put has (shared
+        memory, in-process copies); False when the transport may deliver a put's bytes in pieces
+        that split a word (MPICH's network module between nodes).  A put of one word, and an
+        accumulate's elements, are whole everywhere (see docs/architecture.md, *One put per
+        small message*)."""
+
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 
     def control_fetch(

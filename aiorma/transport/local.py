@@ -293,6 +293,10 @@ class LocalEndpoint:
             for upto in self._flushes.pop(key, []):
                 self._flushed(win_id, op.target, upto)
 
+    def stores_words_whole(self, target: int) -> bool:
+        """Always: every rank's memory is an array of this process, copied into by numpy."""
+        return True
+
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """Applied at once, unless the network delays ops (then the general path keeps order)."""
         if self.network.op_delay or self._delayed.get((win_id, target)):

@@ -378,6 +378,13 @@ class MpiEndpoint:
         self._in_thread(flush, done)
         return False
 
+    def stores_words_whole(self, target: int) -> bool:
+        """Only on this node: shared memory is written by ``memcpy``, whose stores never split
+        an aligned word.  To another node MPICH's network module may deliver a put's bytes in
+        pieces of any length (a 64 KiB put was seen with words half-written between two emulated
+        nodes), so several words written whole go as an accumulate there."""
+        return self._passive[target]
+
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated
         memory — shared memory on this node (about a microsecond), the network to another node
