@@ -1,15 +1,17 @@
 """Collectives: aiorma's (built on RMA) against the MPI library's own, in the same run.
 
     python -m aiorma.bench collectives [--ranks 2,4,8] [--sizes 8,1024,65536,1048576,4194304]
-        [--collectives barrier,bcast,...] [--budget SECONDS] [--emulate-nodes K] [--json PATH]
-        [--plot DIR]
+        [--collectives barrier,bcast,...] [--budget SECONDS] [--persistent] [--emulate-nodes K]
+        [--json PATH] [--plot DIR]
 
 For every rank count the command starts itself under the mpich wheel's ``mpiexec``.  On each rank,
 for each collective and message size, it times a loop of the MPI library's blocking collective
 (mpi4py: ``Barrier``, ``Bcast``, ``Reduce``, ``Allreduce``, ``Allgather``, ``Gather``,
 ``Scatter``, ``Alltoall`` on ``COMM_WORLD``) and then a loop of aiorma's, each call awaited, on the
 same numpy buffers (float64).  Latency = the slowest rank's loop time / iterations.  The report is
-the ratio aiorma / MPI per cell.
+the ratio aiorma / MPI per cell.  ``--persistent`` also times the persistent forms made once per
+cell — MPI-4's ``Allreduce_init`` & co. (``Start`` + ``Wait`` per call) and aiorma's
+``comm.allreduce_init`` & co. (``await req.start()``) — as a second table and columns of their own.
 
 Message size is OSU's: the buffer of bcast/reduce/allreduce, and the per-rank block of allgather,
 gather, scatter and alltoall.  Iterations per cell: as many as fit ``--budget`` seconds per
@@ -19,6 +21,7 @@ library (at least 3, at most 300), decided on rank 0 from a warm-up and broadcas
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -60,6 +63,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--plot", type=plot_directory, metavar="DIR", help="write PNG plots into DIR (needs matplotlib)"
     )
+    parser.add_argument(
+        "--persistent",
+        action="store_true",
+        help="also time the persistent forms (MPI-4's *_init + Start/Wait, aiorma's *_init + start)",
+    )
     add_emulate_nodes_option(parser)
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)  # internal: rank output
     args = parser.parse_args(argv)
@@ -76,61 +84,69 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 class _Cell:
-    """Buffers and the two calls (MPI, aiorma) for one collective at one size."""
+    """Buffers and the calls for one collective at one size: MPI's blocking call and aiorma's,
+    and their persistent forms (MPI-4's ``*_init``, aiorma's ``comm.*_init``), made on demand."""
 
     def __init__(self, name: str, nbytes: int, comm: Any, world: Any) -> None:
         from mpi4py import MPI
 
         size, rank = world.Get_size(), world.Get_rank()
         n = max(1, nbytes // 8)
-        self.mpi: Callable[[], None]
-        self.aio: Callable[[], Awaitable[Any]]
+        # (MPI's method name, aiorma's, the arguments both take, MPI's op and root placed as
+        # each library wants them)
+        args: tuple[Any, ...]
         if name == "barrier":
-            self.mpi = world.Barrier
-            self.aio = comm.barrier
+            mpi_args: tuple[Any, ...] = ()
+            args = ()
         elif name == "bcast":
             buf = np.full(n, float(rank))
-            self.mpi = lambda: world.Bcast(buf, 0)
-            self.aio = lambda: comm.bcast(buf, 0)
-        elif name in ("reduce", "allreduce"):
+            mpi_args = args = (buf, 0)
+        elif name == "reduce":
             send, recv = np.full(n, 1.0 + rank), np.zeros(n)
-            if name == "reduce":
-                self.mpi = lambda: world.Reduce(send, recv, MPI.SUM, 0)
-                self.aio = lambda: comm.reduce(send, recv, 1, 0)
-            else:
-                self.mpi = lambda: world.Allreduce(send, recv, MPI.SUM)
-                self.aio = lambda: comm.allreduce(send, recv)
-        elif name == "allgather":
+            mpi_args, args = (send, recv, MPI.SUM, 0), (send, recv, 1, 0)
+        elif name == "allreduce":
+            send, recv = np.full(n, 1.0 + rank), np.zeros(n)
+            mpi_args, args = (send, recv, MPI.SUM), (send, recv)
+        elif name in ("allgather", "gather"):
             send, recv = np.full(n, float(rank)), np.zeros(n * size)
-            self.mpi = lambda: world.Allgather(send, recv)
-            self.aio = lambda: comm.allgather(send, recv)
-        elif name == "gather":
-            send, recv = np.full(n, float(rank)), np.zeros(n * size)
-            self.mpi = lambda: world.Gather(send, recv, 0)
-            self.aio = lambda: comm.gather(send, recv, 0)
+            mpi_args = args = (send, recv) if name == "allgather" else (send, recv, 0)
         elif name == "scatter":
             send, recv = np.arange(n * size, dtype=np.float64), np.zeros(n)
-            self.mpi = lambda: world.Scatter(send, recv, 0)
-            self.aio = lambda: comm.scatter(send, recv, 0)
+            mpi_args = args = (send, recv, 0)
         else:
             send, recv = np.full(n * size, float(rank)), np.zeros(n * size)
-            self.mpi = lambda: world.Alltoall(send, recv)
-            self.aio = lambda: comm.alltoall(send, recv)
+            mpi_args = args = (send, recv)
+        method = name.capitalize()
+        self._mpi_init = functools.partial(getattr(world, f"{method}_init"), *mpi_args)
+        self._aio_init = functools.partial(getattr(comm, f"{name}_init"), *args)
+        self.mpi: Callable[[], None] = functools.partial(getattr(world, method), *mpi_args)
+        self.aio: Callable[[], Awaitable[Any]] = functools.partial(getattr(comm, name), *args)
+
+    def persistent(self) -> tuple[Callable[[], None], Callable[[], Awaitable[Any]], Callable[[], None]]:
+        """Persistent collectives made once, here: the call that runs MPI's (``Start`` +
+        ``Wait``), the one that starts aiorma's, and what frees MPI's request afterwards."""
+        mpi_request, aio_request = self._mpi_init(), self._aio_init()
+
+        def mpi() -> None:
+            mpi_request.Start()
+            mpi_request.Wait()
+
+        return mpi, aio_request.start, mpi_request.Free
 
 
-async def _time_aio(cell: _Cell, iters: int, comm: Any) -> float:
+async def _time_aio(call: Callable[[], Awaitable[Any]], iters: int, comm: Any) -> float:
     await comm.barrier()
     start = time.perf_counter()
     for _ in range(iters):
-        await cell.aio()
+        await call()
     return time.perf_counter() - start
 
 
-def _time_mpi(cell: _Cell, iters: int, world: Any) -> float:
+def _time_mpi(call: Callable[[], None], iters: int, world: Any) -> float:
     world.Barrier()
     start = time.perf_counter()
     for _ in range(iters):
-        cell.mpi()
+        call()
     return time.perf_counter() - start
 
 
@@ -149,14 +165,29 @@ async def _rank_main(comm: Any, args: argparse.Namespace) -> None:
         for nbytes in [0] if name == "barrier" else args.size_list:
             cell = _Cell(name, nbytes, comm, world)
             # warm up both (first-touch of buffers, landing slots) and size the loops on rank 0
-            warm = _time_mpi(cell, 2, world) / 2
-            warm_aio = await _time_aio(cell, 2, comm) / 2
+            warm = _time_mpi(cell.mpi, 2, world) / 2
+            warm_aio = await _time_aio(cell.aio, 2, comm) / 2
             iters_mpi, iters_aio = world.bcast(
                 (_iterations(warm, args.budget), _iterations(warm_aio, args.budget)), 0
             )
-            t_mpi = world.allreduce(_time_mpi(cell, iters_mpi, world), MPI.MAX) / iters_mpi
-            t_aio = await _time_aio(cell, iters_aio, comm)
+            t_mpi = world.allreduce(_time_mpi(cell.mpi, iters_mpi, world), MPI.MAX) / iters_mpi
+            t_aio = await _time_aio(cell.aio, iters_aio, comm)
             t_aio = world.allreduce(t_aio, MPI.MAX) / iters_aio
+            persistent: dict[str, float] = {}
+            if args.persistent:
+                mpi_start, aio_start, free = cell.persistent()
+                _time_mpi(mpi_start, 2, world)
+                await _time_aio(aio_start, 2, comm)
+                p_mpi = world.allreduce(_time_mpi(mpi_start, iters_mpi, world), MPI.MAX) / iters_mpi
+                p_aio = world.allreduce(await _time_aio(aio_start, iters_aio, comm), MPI.MAX) / iters_aio
+                free()
+                persistent = {
+                    "mpi_persistent_us": p_mpi * 1e6,
+                    "aiorma_persistent_us": p_aio * 1e6,
+                    # against MPI's own persistent form, and against its plain call
+                    "persistent_ratio": p_aio / p_mpi,
+                    "persistent_vs_blocking": p_aio / t_mpi,
+                }
             if rank == 0:
                 row = {
                     "collective": name,
@@ -167,11 +198,18 @@ async def _rank_main(comm: Any, args: argparse.Namespace) -> None:
                     "ratio": t_aio / t_mpi,
                     "iters": [iters_mpi, iters_aio],
                     "algorithm": (comm.collectives.trace or [""])[-1],
+                    **persistent,
                 }
                 rows.append(row)
                 print(
                     f"  {size} ranks {name:9} {nbytes:>8} B  mpi {t_mpi * 1e6:10.1f} us  "
-                    f"aiorma {t_aio * 1e6:10.1f} us  x{t_aio / t_mpi:8.1f}  ({row['algorithm']})",
+                    f"aiorma {t_aio * 1e6:10.1f} us  x{t_aio / t_mpi:8.1f}  ({row['algorithm']})"
+                    + (
+                        f"  persistent: mpi {p_mpi * 1e6:.1f} us aiorma {p_aio * 1e6:.1f} us"
+                        f" x{p_aio / p_mpi:.1f}"
+                        if persistent
+                        else ""
+                    ),
                     file=sys.stderr,
                     flush=True,
                 )
@@ -198,6 +236,7 @@ def _launch(ranks: int, args: argparse.Namespace) -> list[dict[str, Any]]:
                 args.collectives,
                 "--budget",
                 str(args.budget),
+                *(["--persistent"] if args.persistent else []),
                 "--worker-out",
                 str(out),
             ],
@@ -213,12 +252,18 @@ def _launch(ranks: int, args: argparse.Namespace) -> list[dict[str, Any]]:
         return json.loads(out.read_text())
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: one line per (collective, size), a column pair per rank count."""
-    ranks = sorted({r["ranks"] for r in rows})
-    head = (
-        "| collective | bytes | " + " | ".join(f"{p} ranks: MPI µs / aiorma µs / ratio" for p in ranks) + " |"
+def table(rows: list[dict[str, Any]], form: str = "") -> str:
+    """Markdown: one line per (collective, size), a column pair per rank count; ``form="persistent"``
+    for the persistent forms' columns (rows measured with ``--persistent``)."""
+    mpi_key, aio_key, ratio_key = (
+        ("mpi_persistent_us", "aiorma_persistent_us", "persistent_ratio")
+        if form
+        else ("mpi_us", "aiorma_us", "ratio")
     )
+    rows = [r for r in rows if ratio_key in r]
+    ranks = sorted({r["ranks"] for r in rows})
+    what = "persistent: MPI µs / aiorma µs / ratio" if form else "MPI µs / aiorma µs / ratio"
+    head = "| collective | bytes | " + " | ".join(f"{p} ranks, {what}" for p in ranks) + " |"
     lines = [head, "|" + "---|" * (2 + len(ranks))]
     keys = sorted(
         {(r["collective"], r["bytes"]) for r in rows}, key=lambda k: (COLLECTIVES.index(k[0]), k[1])
@@ -230,9 +275,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 (r for r in rows if (r["collective"], r["bytes"], r["ranks"]) == (name, nbytes, p)), None
             )
             cells.append(
-                "–"
-                if row is None
-                else f"{row['mpi_us']:.1f} / {row['aiorma_us']:.0f} / **{row['ratio']:.1f}**"
+                "–" if row is None else f"{row[mpi_key]:.1f} / {row[aio_key]:.0f} / **{row[ratio_key]:.1f}**"
             )
         lines.append(f"| {name} | {nbytes if name != 'barrier' else '–'} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -351,6 +394,8 @@ def main(argv: list[str]) -> int:
     }
     print(f"collectives, {result['machine']['mpi_library']}")
     print(table(rows))
+    if args.persistent:
+        print(table(rows, "persistent"))
     print(f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
