@@ -15,6 +15,7 @@ from aiorma.bench._launch import emulation_unavailable
 from aiorma.collectives import landing
 from aiorma.collectives.landing import LandingConfig
 from aiorma.collectives.ll import decode, encode, encode_word, flag_of, words_for
+from aiorma.runtime import run_ranks
 
 from .mpi_harness import REPO_ROOT, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
@@ -103,6 +104,41 @@ def test_ll_config() -> None:
     assert LandingConfig(ll_bytes=4096, budget_bytes=1 << 10).resolve_ll(64) == (4096, 1)
     with pytest.raises(ValueError, match="multiple of 4"):
         LandingConfig(ll_bytes=6).resolve_ll(2)
+    with pytest.raises(ValueError, match="ll_bytes_across"):
+        LandingConfig(ll_bytes_across=6).resolve_ll(2)
+
+
+@pytest.mark.timeout(120)
+def test_across_nodes_only_one_word_messages_are_ll() -> None:
+    """Towards a peer whose puts may split a word (another node), a message of more than one word
+    would be an accumulate — dearer than the data slots' two puts — so by default only messages
+    of at most 4 bytes are LL there: an 8-byte allreduce writes no accumulate, a 4-byte one LL
+    words (one put each), and the quick battery agrees with numpy on such a network."""
+    from .test_notified import _FarNetwork
+
+    network = _FarNetwork(3)
+
+    async def main(comm: aiorma.Comm) -> list[str]:
+        endpoint = network.endpoints[comm.rank]
+        limits = comm.collectives.landing._ll_limit
+        assert limits == [8 if peer == comm.rank else 4 for peer in range(comm.size)], limits
+        await comm.barrier()
+        endpoint.writes.clear()
+        out = np.zeros(1, np.float64)
+        await comm.allreduce(np.ones(1, np.float64), out)
+        assert out[0] == comm.size
+        assert not any(kind.startswith("accumulate") for kind, _ in endpoint.writes), endpoint.writes
+        endpoint.writes.clear()
+        small = np.zeros(1, np.int32)
+        await comm.allreduce(np.ones(1, np.int32), small)
+        assert small[0] == comm.size
+        assert ("put_flushed", 1) in endpoint.writes, endpoint.writes  # an LL word: one put
+        return await run_checks(comm, QUICK)
+
+    async def both() -> list[list[str]]:
+        return await run_ranks(main, (), network)
+
+    assert asyncio.run(both()) == [QUICK] * 3
 
 
 TORN = REPO_ROOT / "tests" / "mpi_scripts" / "ll_torn_words.py"

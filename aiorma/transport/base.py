@@ -159,7 +159,8 @@ class Endpoint(Protocol):
         memory, in-process copies); False when the transport may deliver a put's bytes in pieces
         that split a word (MPICH's network module between nodes).  A put of one word, and an
         accumulate's elements, are whole everywhere (see docs/architecture.md, *One put per
-        small message*)."""
+        small message*).  Symmetric: ``target`` gets the same answer about this rank (the
+        collectives choose a pair's message format by it on both sides)."""
 
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 

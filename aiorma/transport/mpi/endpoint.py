@@ -96,6 +96,8 @@ class MpiEndpoint:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: Sink | None = None
         self._windows: dict[int, MpiWindow] = {}
+        # How many of them are ``win_create`` windows (poll_need asks at every turn of the waiter).
+        self._created_windows = 0
         # Request-based RMA not yet complete: (win_id, target) -> [(token, request, keep, served)],
         # ``served``: the op needs the target's progress (its request completes remotely).
         self._pending: dict[tuple[int, int], list[tuple[int, MPI.Request, object, bool]]] = {}
@@ -173,6 +175,7 @@ class MpiEndpoint:
 
         window, counts = await self._workers.collective(create)
         self._windows[win_id] = window
+        self._created_windows += not window.allocated
         return WindowLayout(window.memory, window.control, counts)
 
     async def free_window(self, win_id: int) -> np.ndarray | None:
@@ -182,6 +185,7 @@ class MpiEndpoint:
         """
         # Forget it first, so no poll touches the MPI windows while the worker frees them.
         window = self._windows.pop(win_id)
+        self._created_windows -= not window.allocated
         # Unlock_all below completes the puts a Flush has not yet.
         self._unflushed = {key for key in self._unflushed if key[0] != win_id}
         self._raised = {word: value for word, value in self._raised.items() if word[0] != win_id}
@@ -382,7 +386,9 @@ class MpiEndpoint:
         """Only on this node: shared memory is written by ``memcpy``, whose stores never split
         an aligned word.  To another node MPICH's network module may deliver a put's bytes in
         pieces of any length (a 64 KiB put was seen with words half-written between two emulated
-        nodes), so several words written whole go as an accumulate there."""
+        nodes), so several words written whole go as an accumulate there.  Symmetric: host
+        names are the same for every rank, and mpiexec gives every rank the same
+        ``MPIR_CVAR_NOLOCAL``."""
         return self._passive[target]
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
@@ -709,7 +715,7 @@ class MpiEndpoint:
             return PollNeed.THREADS
         if self._pending or self._fetches or self._writes or self._waiting_flushes:
             return PollNeed.REQUESTS
-        if any(not window.allocated for window in self._windows.values()):
+        if self._created_windows:
             return PollNeed.SERVING
         return PollNeed.IDLE
 
@@ -745,6 +751,7 @@ class MpiEndpoint:
         self._liveness.close()  # an orderly end: the neighbours report no death
         self._stop_busy()  # before the collective below frees the communicator it probes
         windows = [self._windows.pop(win_id) for win_id in sorted(self._windows)]
+        self._created_windows = 0
         pending = [request for ops in self._pending.values() for _token, request, _keep, _served in ops]
         pending += [request for _w, _t, request, _buffer in self._fetches]
         pending += [request for request, _buffers, _key in self._writes]
