@@ -294,9 +294,10 @@ class Window:
         first).  ``target`` awaits it with :meth:`wait_until`, without an epoch call of its own.
 
         ``value`` may also be an array of words (int64 values, flattened): word ``i`` goes to
-        ``index + i``, each word written whole, the words as one put (or element-wise add; as an
-        accumulate with REPLACE towards another node, whose network may split a put's words), not
-        one atomic unit — a reader may see some of them before others.  The array may be reused
+        ``index + i``, each word written whole, the words as one put (or element-wise add;
+        towards another node, whose network may split a put's words, one put per word, or one
+        accumulate with REPLACE beyond 8 words), not one atomic unit — a reader may see some of
+        them before others.  The array may be reused
         as soon as the call returns.  A short array costs what one word does (a put and a flush
         in one transport call): the collectives' small messages go this way.
 

@@ -187,6 +187,12 @@ class _FarEndpoint(LocalEndpoint):
         self.writes.append(("put_flushed", int(data.size)))
         return super().put_flushed(win_id, target, disp, data)
 
+    def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
+        if target == self.rank or words.size == 1:
+            return self.put_flushed(win_id, target, disp, words)
+        self.writes.append(("put_words_flushed", int(words.size)))
+        return False  # no inline path: the caller takes the general one
+
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         self.writes.append((f"{op.kind.value}/{op.op.name}", op.count))
         return super().issue(win_id, token, op)
@@ -200,14 +206,16 @@ class _FarNetwork(LocalNetwork):
 
 @pytest.mark.timeout(60)
 def test_signal_words_to_another_node_are_written_whole() -> None:
-    """Towards a peer whose puts may split a word, a signal of several words is an accumulate
-    with REPLACE (MPI writes each basic element of an accumulate whole), not a put; one word
-    stays a put (one aligned 8-byte store, never seen split).  Found by the LL torn-word check
-    between two emulated nodes (tests/test_ll.py)."""
+    """Towards a peer whose puts may split a word, a signal of several words is one put per
+    word (each word one small message, delivered whole), not one put of them all — beyond 8
+    words one accumulate with REPLACE (applied element by element); one word is one put.  Inside
+    the call that is the transport's put_words_flushed (the MPI transport's is checked by the LL
+    torn-word check between two emulated nodes, tests/test_ll.py, which found the problem);
+    here the transport declines, so the general path must split the words."""
     network = _FarNetwork(2)
 
     async def main(comm: aiorma.Comm) -> list[int]:
-        win = await comm.win_allocate(4, np.int64)
+        win = await comm.win_allocate(14, np.int64)
         await comm.barrier()
         async with win.lock_all():
             if comm.rank == 0:
@@ -219,7 +227,10 @@ def test_signal_words_to_another_node_are_written_whole() -> None:
                 words = np.array([5, -6, 2**40], np.int64)
                 await win.signal(1, 1, words)
                 assert ("put", 3) not in endpoint.writes and ("put_flushed", 3) not in endpoint.writes
-                assert ("accumulate/REPLACE", 3) in endpoint.writes, endpoint.writes
+                assert endpoint.writes.count(("put/REPLACE", 1)) == 3, endpoint.writes
+                endpoint.writes.clear()
+                await win.signal(1, 4, np.arange(10, 20, dtype=np.int64))  # many words: one accumulate
+                assert ("accumulate/REPLACE", 10) in endpoint.writes, endpoint.writes
         await comm.barrier()
         seen = win.memory.tolist()
         await win.free()
@@ -228,4 +239,4 @@ def test_signal_words_to_another_node_are_written_whole() -> None:
     async def both() -> list[list[int]]:
         return await run_ranks(main, (), network)
 
-    assert asyncio.run(both())[1] == [7, 5, -6, 2**40]
+    assert asyncio.run(both())[1] == [7, 5, -6, 2**40, *range(10, 20)]

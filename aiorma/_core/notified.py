@@ -21,7 +21,7 @@ import numpy as np
 from ..constants import SIGNAL_SET, Op, SignalOp
 from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
 from ..request import Request, finish_as
-from ..transport.base import Endpoint, RmaKind, RmaOp
+from ..transport.base import WORDS_PUT_ONE_BY_ONE, Endpoint, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
 if TYPE_CHECKING:
@@ -135,14 +135,12 @@ class NotifiedAccess:
                 return False
             words = np.array([value], np.int64)
         elif self._dtype is _INT64 and self._plain(value, target, index):
-            if value.size > 1 and not self._endpoint.stores_words_whole(target):
-                return False  # written as an accumulate (_check_signal)
             words = value
         else:
             return False
         return (
             self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
-            and self._endpoint.put_flushed(self._win_id, target, index, words)
+            and self._endpoint.put_words_flushed(self._win_id, target, index, words)
         )
 
     def _signal_plain(self, target: Any, index: Any, value: Any) -> bool:
@@ -226,8 +224,9 @@ class NotifiedAccess:
             self._watcher = None
 
     def _check_signal(self, target: Any, index: Any, value: Any, op: Any) -> tuple[int, int, RmaOp]:
-        """Refuse a bad signal at the call; the op that writes it.  Its words are a copy: this path
-        writes them later, after a flush, and the caller may reuse an array ``value`` at once."""
+        """Refuse a bad signal at the call; the op that writes it (several, one per word, when
+        :meth:`_write_signal` puts them one by one).  Its words are a copy: this path writes them
+        later, after a flush, and the caller may reuse an array ``value`` at once."""
         self._check_open()
         if self._dtype != _INT64:
             raise RmaTypeError(f"signal words are int64: the signal window has dtype {self._dtype}")
@@ -237,18 +236,24 @@ class NotifiedAccess:
         target, index = self._check_span(target, index, word.size)
         if not self._engine.passive_access(target):
             raise EpochError(f"signal towards rank {target} outside a lock or lock_all epoch")
-        if op is not SIGNAL_SET:
-            return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
-        if word.size > 1 and not self._endpoint.stores_words_whole(target):
-            # Several words towards a peer whose puts may arrive in pieces that split a word: an
-            # accumulate with REPLACE, which MPI applies element by element, each whole.
-            return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.REPLACE)
-        return target, index, RmaOp(RmaKind.PUT, target, index, word)
+        if op is SIGNAL_SET:
+            return target, index, RmaOp(RmaKind.PUT, target, index, word)
+        return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
 
     def _write_signal(self, word: RmaOp) -> Request:
         """The signal write and the flush that completes it at the target."""
-        if word.kind is RmaKind.PUT:
-            self._window.put(word.origin, word.target, word.disp)
+        words = word.origin
+        assert words is not None
+        if word.kind is RmaKind.PUT and words.size > 1 and not self._endpoint.stores_words_whole(word.target):
+            # Towards a peer whose puts may arrive in pieces that split a word: a put per word,
+            # or for many words one accumulate (MPI applies it element by element).
+            if words.size > WORDS_PUT_ONE_BY_ONE:
+                self._window.accumulate(words, word.target, word.disp, Op.REPLACE)
+            else:
+                for i in range(words.size):
+                    self._window.put(words[i : i + 1], word.target, word.disp + i)
+        elif word.kind is RmaKind.PUT:
+            self._window.put(words, word.target, word.disp)
         else:
             self._window.accumulate(word.origin, word.target, word.disp, word.op)
         return self._window.flush(word.target)

@@ -125,10 +125,8 @@ def main(argv: list[str]) -> int:
     from aiorma.collectives import landing
 
     # LL slots for the largest size: the batches switch the threshold below it (module docstring).
-    # Across nodes too, where LL words are accumulates beyond one word (what the default's
-    # ll_bytes_across was chosen from).
     largest = -(-max(options.sizes) // 4) * 4
-    landing.DEFAULT_CONFIG = landing.LandingConfig(ll_bytes=largest, ll_bytes_across=largest)
+    landing.DEFAULT_CONFIG = landing.LandingConfig(ll_bytes=largest)
     samples = aiorma.run(run, options)
     if launched_rank() != 0:
         return 0

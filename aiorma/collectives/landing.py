@@ -27,9 +27,7 @@ when every word of the slot carries the number it expects, so there is no flag w
 why a word is never seen half-written: docs/architecture.md, *One put per small message*).  LL
 message ``o`` (counted per ordered pair) from ``s`` lands in LL slot ``o mod L`` once ``s``'s
 ``LL_CREDIT`` from the receiver is at least ``o + 1 − L``; credits go back once every ``L``
-messages, as below.  Towards a peer on another node (whose puts may split a word) only
-one-word messages are LL by default (``LandingConfig.ll_bytes_across``).  Larger messages take
-the protocol below.
+messages, as below.  Larger messages take the protocol below.
 
 Protocol for one chunk ``o`` from ``A`` to ``B`` (per-pair counts agree on both sides because a
 Comm's collectives run in call order on every rank, see :mod:`.runner`):
@@ -102,9 +100,7 @@ class LandingConfig:
     Messages of at most ``ll_bytes`` bytes are LL messages (one put each, twice the bytes: see
     :mod:`.ll`); ``ll_bytes=0`` sends every message through the data slots.  Each peer gets
     ``ll_slots`` LL slots, fewer when ``P · ll_slots · 2·ll_bytes`` would exceed the budget
-    (at least one).  Between ranks whose puts may split a word (another node: the transport's
-    ``stores_words_whole``), messages of more than one word are written with an accumulate, so
-    there only messages of at most ``ll_bytes_across`` bytes are LL messages."""
+    (at least one)."""
 
     slots_per_peer: int = 4
     slot_bytes: int | None = None
@@ -118,10 +114,6 @@ class LandingConfig:
     #: reduction or bcast is one LL message.
     ll_bytes: int = 8
     ll_slots: int = 8
-    #: Measured between two emulated nodes (docs/benchmarks.md, 2026-11-27): a one-word LL message
-    #: (a put) costs 0.8 × a data-slot message, an LL message of two words or more (an accumulate,
-    #: served by the target's progress) 1.6-1.9 ×.
-    ll_bytes_across: int = 4
 
     def resolve(self, size: int) -> tuple[int, int]:
         """(slot bytes S, slots per peer K) for a Comm of ``size`` ranks."""
@@ -142,8 +134,6 @@ class LandingConfig:
         nbytes = int(self.ll_bytes)
         if nbytes < 0 or nbytes % 4:
             raise ValueError(f"ll_bytes must be a multiple of 4 bytes (0: off), not {nbytes}")
-        if self.ll_bytes_across < 0 or self.ll_bytes_across % 4:
-            raise ValueError(f"ll_bytes_across must be a multiple of 4 bytes, not {self.ll_bytes_across}")
         if nbytes == 0:
             return 0, 0
         slots = max(1, min(int(self.ll_slots), self.budget_bytes // max(1, size * 2 * nbytes)))
@@ -179,7 +169,6 @@ class Landing:
         ll: Window,
         ll_bytes: int,
         ll_slots: int,
-        ll_bytes_across: int = 4,
     ) -> None:
         size = world.size
         self.rank = world.rank
@@ -190,15 +179,10 @@ class Landing:
         #: (two wide chunks in flight per pair; 1 when K < 4: no wide chunks).
         low = slots & -slots  # the largest power of two dividing K (K itself when K is one)
         self.widest = low if low <= slots // 2 else max(1, slots // 2)
+        #: Messages of at most this many bytes are LL messages (0: none are).
+        self.ll_bytes = ll_bytes
         self.ll_slots = ll_slots
         self.ll_words = ll_bytes // 4  # words per LL slot
-        # Peers our puts may reach with a word split (another node), and theirs us: both sides of
-        # a pair must agree on which messages are LL, so ``stores_words_whole`` is symmetric.
-        endpoint = world.endpoint
-        self._across = [not endpoint.stores_words_whole(peer) for peer in range(size)]
-        self._ll_bytes_across = ll_bytes_across
-        self._ll_limit: list[int] = []
-        self.ll_bytes = ll_bytes
         self.SIG, self.DATA, self.CREDIT, self.LL_CREDIT = 0, size, 2 * size, 3 * size
         self._flags = _LongEpoch(flags)
         self._data = _LongEpoch(data)
@@ -228,19 +212,6 @@ class Landing:
         self._recv_tail: list[asyncio.Future[None]] = [self._done] * size
         self.failure: BaseException | None = None
 
-    @property
-    def ll_bytes(self) -> int:
-        """Messages of at most this many bytes are LL messages (0: none are) — towards a peer
-        across nodes at most ``LandingConfig.ll_bytes_across`` of them.  Set on every rank at the
-        same point of the message sequence to change it (the LL slots keep their size)."""
-        return self._ll_bytes
-
-    @ll_bytes.setter
-    def ll_bytes(self, nbytes: int) -> None:
-        self._ll_bytes = nbytes
-        across = min(nbytes, self._ll_bytes_across)
-        self._ll_limit = [across if far else nbytes for far in self._across]
-
     @classmethod
     async def open(cls, world: World, config: LandingConfig | None = None) -> Landing:
         """Collective: create both landing windows and open their epochs."""
@@ -258,7 +229,7 @@ class Landing:
         ll = await world.create_window(
             None, ll_count, np.dtype(np.int64), Info(), win_id=LL_WIN_ID, notify=True
         )
-        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, config.ll_bytes_across)
+        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots)
         await landing._flags.opened
         await landing._data.opened
         await landing._ll.opened
@@ -325,7 +296,7 @@ class Landing:
         if nbytes == 0:
             return self._done
         message = nbytes if part_of is None else part_of
-        if message <= self._ll_limit[dst]:
+        if message <= self.ll_bytes:
             return self._send_ll(dst, data)
         # A forwarded piece is one chunk of the whole message: its width is the message's, as the
         # receiver computes it.
@@ -394,7 +365,7 @@ class Landing:
         chunk's bytes and its byte range in the message) while it is still in the slot."""
         if nbytes == 0:
             return self._done
-        if nbytes <= self._ll_limit[src]:
+        if nbytes <= self.ll_bytes:
             return self._recv_ll(src, nbytes, consume)
         span = self.span(nbytes)
         count = self.chunks(nbytes, span)

@@ -297,6 +297,9 @@ class LocalEndpoint:
         """Always: every rank's memory is an array of this process, copied into by numpy."""
         return True
 
+    def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
+        return self.put_flushed(win_id, target, disp, words)
+
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """Applied at once, unless the network delays ops (then the general path keeps order)."""
         if self.network.op_delay or self._delayed.get((win_id, target)):

@@ -25,7 +25,5 @@ async def main(comm: aiorma.Comm) -> None:
 
 
 if __name__ == "__main__":
-    # Multi-word LL messages across emulated nodes too (accumulates there; off by default).
-    nbytes = int(sys.argv[1])
-    landing.DEFAULT_CONFIG = LandingConfig(ll_bytes=nbytes, ll_slots=int(sys.argv[2]), ll_bytes_across=nbytes)
+    landing.DEFAULT_CONFIG = LandingConfig(ll_bytes=int(sys.argv[1]), ll_slots=int(sys.argv[2]))
     aiorma.run(main)

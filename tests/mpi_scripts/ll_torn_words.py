@@ -85,7 +85,5 @@ async def check(comm: aiorma.Comm) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    # Across emulated nodes too: there the words are written by accumulates (off by default).
-    nbytes = int(sys.argv[1])
-    landing_module.DEFAULT_CONFIG = LandingConfig(ll_bytes=nbytes, ll_bytes_across=nbytes)
+    landing_module.DEFAULT_CONFIG = LandingConfig(ll_bytes=int(sys.argv[1]))
     aiorma.run(main)

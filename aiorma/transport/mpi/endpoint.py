@@ -35,7 +35,7 @@ from mpi4py import MPI
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
 from ...errors import PeerFailed, TransportError
-from ..base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from ..base import WORDS_PUT_ONE_BY_ONE, PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
@@ -386,10 +386,36 @@ class MpiEndpoint:
         """Only on this node: shared memory is written by ``memcpy``, whose stores never split
         an aligned word.  To another node MPICH's network module may deliver a put's bytes in
         pieces of any length (a 64 KiB put was seen with words half-written between two emulated
-        nodes), so several words written whole go as an accumulate there.  Symmetric: host
-        names are the same for every rank, and mpiexec gives every rank the same
+        nodes), so words that must arrive whole go one put each there.  Symmetric: host names
+        are the same for every rank, and mpiexec gives every rank the same
         ``MPIR_CVAR_NOLOCAL``."""
         return self._passive[target]
+
+    def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
+        """One ``Put`` per word towards another node (each a small message the network delivers
+        whole), then one ``Flush``: a round trip, as for one put (the LL words of a message need
+        no order among themselves)."""
+        if self._passive[target] or words.size == 1:
+            return self.put_flushed(win_id, target, disp, words)
+        if words.size > WORDS_PUT_ONE_BY_ONE:
+            return False  # an accumulate, which needs the target's progress: not inside the call
+        window = self._windows[win_id]
+        if not window.allocated or window.owns_datatype or not self._passive_puts:
+            return False
+        key = (win_id, target)
+        if key in self._pending or key in self._unflushed:
+            return False  # as in put_flushed
+        win, dt = window.win, window.datatype
+        units = window.units
+        try:
+            for i in range(words.size):
+                win.Put([words[i : i + 1], dt], target, (disp + i, units, dt))
+            win.Flush(target)
+        except MPI.Exception as exc:
+            raise TransportError(f"put: {exc}") from exc
+        if window.notify:
+            self._doorbell.ring(target)
+        return True
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated
