@@ -301,10 +301,13 @@ def plot(rows: list[dict[str, Any]], directory: Path, emulate_nodes: int = 0) ->
         ax.set_yscale("log")
         ax.set_xticks([r["ranks"] for r in mine])
 
+    persistent = any("persistent_ratio" in r for r in rows)
     fig, axes = plt.subplots(2, 4, figsize=(16, 7), squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
         if name == "barrier":
             barrier_panel(ax, "ratio", "aiorma / MPI")
+            if persistent:
+                barrier_panel(ax, "persistent_ratio", "persistent")
             ax.axhline(3, color="grey", ls="--", lw=0.8)
             ax.set_ylabel("aiorma / MPI latency")
             ax.legend(fontsize=7)
@@ -316,7 +319,16 @@ def plot(rows: list[dict[str, Any]], directory: Path, emulate_nodes: int = 0) ->
             if not mine:
                 continue
             xs = [max(r["bytes"], 1) for r in mine]
-            ax.plot(xs, [r["ratio"] for r in mine], marker="o", label=f"{p} ranks")
+            (line,) = ax.plot(xs, [r["ratio"] for r in mine], marker="o", label=f"{p} ranks")
+            if all("persistent_ratio" in r for r in mine):
+                ax.plot(
+                    xs,
+                    [r["persistent_ratio"] for r in mine],
+                    marker="x",
+                    ls="--",
+                    color=line.get_color(),
+                    label=f"{p} ranks, persistent",
+                )
         ax.set_title(name)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -329,7 +341,11 @@ def plot(rows: list[dict[str, Any]], directory: Path, emulate_nodes: int = 0) ->
         ax.set_visible(False)
     where = f", {emulate_nodes} emulated nodes" if emulate_nodes >= 2 else ""
     prefix = f"collectives_{emulate_nodes}nodes" if emulate_nodes >= 2 else "collectives"
-    title = f"aiorma collectives (RMA-based) vs MPI's own{where} — latency ratio (dashed: 3×, dotted: 1.3×)"
+    forms = " (x, dashed: the persistent forms against MPI's)" if persistent else ""
+    title = (
+        f"aiorma collectives (RMA-based) vs MPI's own{where}{forms} — latency ratio"
+        " (grey dashed: 3×, dotted: 1.3×)"
+    )
     fig.suptitle(title)
     fig.tight_layout()
     path = directory / f"{prefix}_ratio.png"
