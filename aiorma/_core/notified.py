@@ -130,17 +130,17 @@ class NotifiedAccess:
         put-and-flush (True).  False changed nothing."""
         if not self._inline:
             return False
-        if type(value) is int:
-            if not self._signal_plain(target, index, value):
-                return False
-            words = np.array([value], np.int64)
-        elif self._dtype is _INT64 and self._plain(value, target, index):
-            words = value
-        else:
-            return False
+        if type(value) is int:  # one word: a put keeps it whole everywhere
+            return (
+                self._signal_plain(target, index, value)
+                and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
+                and self._endpoint.put_flushed(self._win_id, target, index, np.array([value], np.int64))
+            )
         return (
-            self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
-            and self._endpoint.put_words_flushed(self._win_id, target, index, words)
+            self._dtype is _INT64
+            and self._plain(value, target, index)
+            and self._engine.flush_inline(target)
+            and self._endpoint.put_words_flushed(self._win_id, target, index, value)
         )
 
     def _signal_plain(self, target: Any, index: Any, value: Any) -> bool:
