@@ -220,6 +220,18 @@ def run_mpi_json(
         return [json.loads(p.read_text()) for p in found]
 
 
+def run_python(*args: str, timeout: float = 50) -> subprocess.CompletedProcess[str]:
+    """``python *args`` from the repository's root with the tree importable; the finished process
+    (its exit status checked)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    result = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
+    )
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
 def write_rank_result(rank: int, result: Any) -> None:
     """In a script run by :func:`run_mpi_json`: this rank's JSON-serialisable result."""
     path = Path(os.environ[RESULTS_DIR]) / f"rank{rank}.json"

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import cProfile
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from aiorma.bench import calls
 
-from .mpi_harness import REPO_ROOT, locate_mpiexec
+from .mpi_harness import locate_mpiexec, run_python
 
 UNITS = {
     "transactions blocking",
@@ -49,11 +46,8 @@ def test_the_aiorma_path_counts_only_its_own_files() -> None:
 def test_calls_mpi_tiny(tmp_path: Path) -> None:
     assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
     out = tmp_path / "calls.json"
-    cmd = [sys.executable, "-m", "aiorma.bench", "calls", "--transactions", "50", "--epochs", "50"]
-    cmd += ["--json", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=170, env=env)
-    assert result.returncode == 0, result.stderr
+    args = ["--transactions", "50", "--epochs", "50", "--json", str(out)]
+    run_python("-m", "aiorma.bench", "calls", *args, timeout=170)
     rows = json.loads(out.read_text())["rows"]
     assert set(rows) == UNITS
     for unit, row in rows.items():

@@ -4,16 +4,13 @@ table shows what was measured.  Times, never asserted: only that every cell was 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from aiorma.bench import collectives
 
-from .mpi_harness import REPO_ROOT, locate_mpiexec
+from .mpi_harness import locate_mpiexec, run_python
 
 
 def test_the_persistent_table_shows_only_rows_that_have_it() -> None:
@@ -42,12 +39,9 @@ def test_the_persistent_table_shows_only_rows_that_have_it() -> None:
 def test_collectives_bench_tiny_with_persistent_forms(tmp_path: Path) -> None:
     assert locate_mpiexec() is not None, "no mpiexec found (install the mpich wheel)"
     out = tmp_path / "collectives.json"
-    cmd = [sys.executable, "-m", "aiorma.bench", "collectives", "--ranks", "2", "--sizes", "8,4096"]
-    cmd += ["--collectives", ",".join(collectives.COLLECTIVES), "--budget", "0.01", "--persistent"]
-    cmd += ["--json", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=170, env=env)
-    assert result.returncode == 0, result.stderr
+    args = ["--ranks", "2", "--sizes", "8,4096", "--collectives", ",".join(collectives.COLLECTIVES)]
+    args += ["--budget", "0.01", "--persistent", "--json", str(out)]
+    result = run_python("-m", "aiorma.bench", "collectives", *args, timeout=170)
     assert "freeing inactive persistent request" not in result.stderr  # MPI's requests are freed
     rows = json.loads(out.read_text())["rows"]
     cells = {(r["collective"], r["bytes"]) for r in rows}

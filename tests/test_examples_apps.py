@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,19 +16,9 @@ import aiorma
 from aiorma.apps import lu_solver as lu
 from aiorma.apps import transactions as tx
 
-from .mpi_harness import REPO_ROOT, run_mpi
+from .mpi_harness import REPO_ROOT, run_mpi, run_python
 
 EXAMPLES = Path(REPO_ROOT) / "examples"
-
-
-def run_python(*args: str, timeout: float = 50) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    result = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
-    )
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 def read_json(path: Path) -> dict:
