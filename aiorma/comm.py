@@ -90,7 +90,9 @@ def _forward(
 
     @functools.wraps(method)
     def call(comm: Comm, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(comm.collectives, *args, **kwargs)
+        # The attribute itself when started (every collective call passes here); the property
+        # only to refuse a Comm that is not.
+        return method(comm._collectives or comm.collectives, *args, **kwargs)
 
     return call
 

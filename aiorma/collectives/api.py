@@ -166,6 +166,8 @@ class Collectives:
         ``algorithm``: ``"nway"`` (n-way dissemination, Hoefler et al. (2006); ``n`` from the LogGP model
         unless given), ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal
         window: the engine's fence epochs have barrier semantics)."""
+        if algorithm is None and n is None:  # the common call: nothing to check
+            return self.submit(self._default_barrier, "barrier")
         return self._barrier_run(algorithm, n)()
 
     def barrier_init(self, *, algorithm: str | None = None, n: int | None = None) -> Persistent:
