@@ -297,9 +297,9 @@ class Window:
         ``index + i``, each word written whole, the words as one put (or element-wise add;
         towards another node, whose network may split a put's words, one put per word, or one
         accumulate with REPLACE beyond 8 words), not one atomic unit — a reader may see some of
-        them before others.  The array may be reused
-        as soon as the call returns.  A short array costs what one word does (a put and a flush
-        in one transport call): the collectives' small messages go this way.
+        them before others.  The array may be reused as soon as the call returns.  A short array
+        costs what one word does (a put and a flush in one transport call): the collectives'
+        small messages go this way.
 
         Inside a lock or lock_all epoch covering ``target``, which must stay open until the
         Request completes.  The Request completes when the word is written at ``target``

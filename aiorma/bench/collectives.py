@@ -92,8 +92,8 @@ class _Cell:
 
         size, rank = world.Get_size(), world.Get_rank()
         n = max(1, nbytes // 8)
-        # (MPI's method name, aiorma's, the arguments both take, MPI's op and root placed as
-        # each library wants them)
+        # The arguments of each library's call (MPI wants an MPI.Op, aiorma its own op code);
+        # the methods are named alike: Bcast/bcast, Bcast_init/bcast_init, ...
         args: tuple[Any, ...]
         if name == "barrier":
             mpi_args: tuple[Any, ...] = ()
