@@ -116,13 +116,14 @@ def test_a_late_slot_read_does_not_take_a_later_tickets_slot() -> None:
     answer = asyncio.Event()  # let the answer through
     comm_events = [asyncio.Event() for _ in range(3)]  # the ranks' steps, in order
     original = Semaphore._atomic
+    held: list[asyncio.Task[None]] = []  # the held-back answer's task (kept referenced)
 
     def atomic(self: Semaphore, disp: int, value: int, op: Any, then: Any, failed: Any) -> None:
         if self._win.rank == 2 and disp >= Semaphore.SLOTS and not late_read.is_set():
             late_read.set()
 
             def later(old: int) -> None:
-                asyncio.get_running_loop().create_task(deliver(old))
+                held.append(asyncio.get_running_loop().create_task(deliver(old)))
 
             async def deliver(old: int) -> None:
                 await answer.wait()
