@@ -270,7 +270,10 @@ def test_every_algorithm_name_has_one_table_entry_with_a_schedule() -> None:
 
 def test_landing_config_sizes() -> None:
     assert LandingConfig().resolve(8) == (512 << 10, 4)
-    assert LandingConfig().resolve(2) == (1 << 20, 4)
+    # 2 ranks: slots at their largest with half the budget left, so twice as many of them
+    assert LandingConfig().resolve(2) == (1 << 20, 8)
+    assert LandingConfig().resolve(3) == (1 << 20, 4)  # 5 would fit; a power of two is kept
+    assert LandingConfig(slots_per_peer=2).resolve(2) == (1 << 20, 4)  # at most twice as many
     assert LandingConfig().resolve(4096) == (4 << 10, 4)
     assert LandingConfig(slot_bytes=64, slots_per_peer=1).resolve(3) == (64, 1)
     with pytest.raises(ValueError):

@@ -95,7 +95,8 @@ Consume = Callable[[np.ndarray, int, int], None]
 class LandingConfig:
     """Sizes of the landing slots.  ``slot_bytes=None`` derives the slot size from the budget:
     ``budget_bytes / (P · slots_per_peer)``, rounded down to a power of two and clamped to
-    ``[min_slot_bytes, max_slot_bytes]``.
+    ``[min_slot_bytes, max_slot_bytes]``; when the clamp leaves budget unused (few ranks), up to
+    twice ``slots_per_peer`` slots per peer, a power of two (2 ranks: 8 slots of 1 MiB).
 
     Messages of at most ``ll_bytes`` bytes are LL messages (one put each, twice the bytes: see
     :mod:`.ll`); ``ll_bytes=0`` sends every message through the data slots.  Each peer gets
@@ -124,6 +125,12 @@ class LandingConfig:
             raw = self.budget_bytes // max(1, size * slots)
             slot = 1 << max(0, int(raw).bit_length() - 1)
             slot = min(self.max_slot_bytes, max(self.min_slot_bytes, slot))
+            if slot < raw:
+                # Slots at their largest with budget left (few ranks): up to twice as many of
+                # them, a power of two, so that a peer can land a large message while the previous
+                # one is still being copied out of the first half.
+                more = self.budget_bytes // (size * slot)
+                slots = max(slots, min(2 * slots, 1 << (int(more).bit_length() - 1)))
         if slot < 16 or slot & (slot - 1):
             raise ValueError(f"slot size must be a power of two >= 16 bytes, not {slot}")
         return slot, slots
