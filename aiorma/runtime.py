@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import anyio
 
 from ._core.host import HostedContext
+from ._core.settings import prepare_mpi_environment
 from .comm import Comm
 from .errors import PeerFailed
 from .request import mark_retrieved
@@ -164,6 +165,7 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None, backend: str = "asyncio") -> T:
+    prepare_mpi_environment()  # before MPI_Init reads it: ranks sharing cores
     from mpi4py import MPI  # here, not at import: a local-only program must not start MPI
 
     world = MPI.COMM_WORLD

@@ -41,6 +41,7 @@ from typing import Protocol
 
 from ..transport.base import Endpoint, PollNeed
 from .context import context
+from .settings import cores_available
 
 # The spin window: how long after the last activity a waiting rank keeps polling before it parks
 # (a ping-pong stays on the fast path).  The same with more ranks than cores, where each spin
@@ -66,13 +67,6 @@ class WaitSource(Protocol):
 
     def fail(self, exc: BaseException) -> object:
         """Fail every pending wait."""
-
-
-def cores_available() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 class Waiter:
