@@ -165,7 +165,8 @@ def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None, backend: str = "asyncio") -> T:
-    prepare_mpi_environment()  # before MPI_Init reads it: ranks sharing cores
+    if "mpi4py.MPI" not in sys.modules:  # MPI not initialised yet: MPI_Init reads it
+        prepare_mpi_environment()
     from mpi4py import MPI  # here, not at import: a local-only program must not start MPI
 
     world = MPI.COMM_WORLD
