@@ -33,6 +33,12 @@ LOCAL_RANKS_VARIABLE = "MPI_LOCALNRANKS"
 ALL_RANKS_VARIABLE = "PMI_SIZE"
 
 
+def mpich_nolocal(environ: Mapping[str, str]) -> bool:
+    """MPICH is told not to use shared memory between ranks of one host (any of
+    :data:`NOLOCAL_VARIABLES` set to something but ``0`` or empty)."""
+    return any(environ.get(name, "0") not in ("", "0") for name in NOLOCAL_VARIABLES)
+
+
 def cores_available() -> int:
     """The cores this process may run on (its CPU affinity where the OS has one)."""
     try:
@@ -66,8 +72,7 @@ def prepare_mpi_environment(
         return False
     if here <= (cores_available() if cores is None else cores):
         return False
-    no_shared_memory = any(env.get(name, "0") not in ("", "0") for name in NOLOCAL_VARIABLES)
-    if everywhere <= here and not no_shared_memory:
+    if everywhere <= here and not mpich_nolocal(env):
         return False  # every peer in shared memory: puts complete without the target
     env[PROGRESS_THROTTLE_VARIABLE] = "1"
     return True
@@ -124,6 +129,6 @@ class Settings:
             inline=env.get(INLINE_ENV, env.get(RETIRED_INLINE_ENV, "1")) != "0",
             progress_thread=env.get(PROGRESS_THREAD_ENV, "1") not in ("", "0"),
             liveness=env.get(LIVENESS_ENV, "1") not in ("", "0"),
-            mpich_nolocal=any(env.get(name, "0") not in ("", "0") for name in NOLOCAL_VARIABLES),
+            mpich_nolocal=mpich_nolocal(env),
             trace=env.get(TRACE_ENV) or None,
         )

@@ -167,7 +167,7 @@ class Collectives:
         unless given), ``"dissemination"`` (n = 1) or ``"fence"`` (a middle fence on an internal
         window: the engine's fence epochs have barrier semantics)."""
         if algorithm is None and n is None:  # the common call: nothing to check
-            return self.submit(self._default_barrier, "barrier")
+            return self._start_default_barrier()
         return self._barrier_run(algorithm, n)()
 
     def barrier_init(self, *, algorithm: str | None = None, n: int | None = None) -> Persistent:
