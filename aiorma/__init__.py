@@ -4,6 +4,9 @@ Public names are re-exported here from private modules; ``tests/test_exports.py`
 exactly what is meant to be public.
 """
 
+# First: decides whether the engine's modules run compiled or from source (aiorma._native), before
+# anything below imports them.
+from . import _native as _native
 from ._core.driver import progress
 from ._version import __version__ as __version__
 from .comm import Comm

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from . import _native
 from ._core.settings import Settings
 from ._version import __version__
 
@@ -40,6 +41,7 @@ SWITCHES: Mapping[str, str] = {
     "neighbours that notice a rank whose process died)",
     "AIORMA_TRACE": "trace every epoch into this file (one file per rank under mpiexec)",
     "AIORMA_EMULATE_NODES": "set by the benchmarks' --emulate-nodes: ranks run on this many emulated nodes",
+    "AIORMA_PURE_PYTHON": "1 runs the engine from source even where its compiled build exists",
 }
 
 #: Prefixes of the MPI implementations' and their networks' variables worth showing: MPICH's
@@ -82,6 +84,8 @@ class Diagnostics:
     mpi_problem: str | None
     #: The event-loop backends installed (name -> version): asyncio always, trio when importable.
     backends: Mapping[str, str]
+    #: How the engine's modules run: "compiled (...)" or "from source (why)" (aiorma._native).
+    engine: str
     #: This process's rank and the number of ranks (1 without mpiexec; None without MPI).
     rank: int | None
     size: int | None
@@ -113,6 +117,7 @@ class Diagnostics:
             f"transports    {', '.join(self.transports)}"
             + (f"  (mpi: {self.mpi_problem})" if self.mpi_problem else ""),
             f"backends      {', '.join(f'{name} {version}' for name, version in self.backends.items())}",
+            f"engine        {self.engine}",
         ]
         if self.size is not None:
             lines.append(f"ranks         {self.size} (this is rank {self.rank})")
@@ -170,6 +175,7 @@ def info(mpi_comm: MPI.Intracomm | None = None, *, mpi: bool = True) -> Diagnost
         transports=("local",) if problem else ("local", "mpi"),
         mpi_problem=problem,
         backends=_backends(),
+        engine=_native.describe(),
         aiorma_environment={k: v for k, v in sorted(os.environ.items()) if k.startswith("AIORMA_")},
         mpi_environment={k: v for k, v in sorted(os.environ.items()) if k.startswith(MPI_PREFIXES)},
         settings=attrs.asdict(Settings.from_environment()),

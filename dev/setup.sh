@@ -17,6 +17,9 @@ if ! .venv/bin/python -c "import aiorma, mpi4py, pytest, ruff, sphinx, myst_pars
   .venv/bin/python -m pip install --quiet -e ".[mpich,trio,test,plot,dev,docs]"
   touch .venv/.installed
 fi
+# The compiled engine (mypyc, in place; rebuilt when the engine's sources change).  Optional:
+# without a C compiler, or if it fails, it says so and aiorma runs the engine from source.
+.venv/bin/python dev/build_native.py
 case "${AIORMA_MPI:-mpich}" in
   mpich) ;;
   openmpi)

@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from aiorma import _native
 from aiorma.constants import MODE_NOSUCCEED
+from aiorma.engine import window_engine
 from aiorma.engine.window_engine import WindowEngine
 
 from .engine_net import EngineNet
@@ -66,6 +68,9 @@ def _looks(pattern: Callable[[EngineNet, int], None], n: int, monkeypatch: pytes
 def test_held_epochs_cost_linear_work(
     pattern: Callable[[EngineNet, int], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if _native.running_compiled(window_engine):
+        # Compiled calls do not go through the class attribute the count replaces.
+        pytest.skip("counts calls into the engine's source: runs in the pure-Python pass")
     small = _looks(pattern, 200, monkeypatch)
     large = _looks(pattern, 800, monkeypatch)
-    assert large <= 4.5 * small, (small, large)  # linear: 4x; quadratic would be 16x
+    assert 0 < large <= 4.5 * small, (small, large)  # linear: 4x; quadratic would be 16x

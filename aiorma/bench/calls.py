@@ -19,6 +19,9 @@ moves with the machine's load).  Where the time goes is what the benchmark's tim
 measure; this one shows what a change to the code's structure saved, reproducibly.
 ``--plot DIR`` draws the aiorma-path counts into ``DIR/calls.png``, beside those of an earlier
 ``--json`` result given with ``--compare`` (e.g. the same command run in the tree before a change).
+
+The ranks run the engine from source (``AIORMA_PURE_PYTHON=1``): the profiler sees no call inside
+a compiled module, and what is counted is the structure of the code, not how fast it runs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import sys
 from collections.abc import Awaitable, Callable
@@ -34,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from .._cli import command_parser, plot_directory
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank
 
@@ -163,6 +168,8 @@ def main(argv: list[str]) -> int:
     options = parser.parse_args(argv)
     if options.ranks < 2:
         parser.error("--ranks must be at least 2 (the epochs have an origin and a target)")
+    # The ranks inherit it (see the module docstring); it is read when they import aiorma.
+    os.environ[_native.PURE_VARIABLE] = "1"
     if ensure_mpi_ranks(options.ranks, "aiorma.bench", ["calls", *argv], options.emulate_nodes):
         return 0
 

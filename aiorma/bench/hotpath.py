@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from .._cli import command_parser, plot_directory
 from .._core.settings import Settings
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
@@ -245,7 +246,7 @@ def main(argv: list[str]) -> int:
         f"hotpath, {options.ranks} ranks, inline paths {'on' if inline else 'off'}, {options.backend}; "
         "µs per repetition"
     )
-    print(f"hotpath, {mpi_library_name()}")
+    print(f"hotpath, {mpi_library_name()}; engine {_native.describe()}")
     print(f"{'case':22} {'mpi4py':>9} {'aiorma':>9} {'ratio':>7}")
     ratios = {}
     for case in CASES:

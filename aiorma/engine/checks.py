@@ -1,11 +1,16 @@
 """The engine's argument checks: each returns the value as the engine keeps it, or raises the
 usage error a refused call raises — before anything changed (h11's habit: a refused call is a
-no-op)."""
+no-op).
+
+What a program passed is annotated ``Any`` here and in the engine's calls that hand it on: in the
+compiled engine (aiorma._native) an ``int`` parameter would turn ``True`` into 1, or refuse a
+numpy integer with a TypeError, before these checks could answer."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +18,7 @@ from ..constants import _ALL_MODES
 from ..errors import RmaRangeError, RmaUsageError
 
 
-def check_rank(rank: int, size: int) -> int:
+def check_rank(rank: Any, size: int) -> int:
     """``rank`` as a plain int in ``[0, size)`` (numpy integers are welcome, bools are not);
     raises RmaRangeError."""
     if type(rank) is int and 0 <= rank < size:
@@ -27,7 +32,7 @@ def check_rank(rank: int, size: int) -> int:
     return value
 
 
-def check_group(group: Iterable[int], size: int) -> tuple[int, ...]:
+def check_group(group: Iterable[Any], size: int) -> tuple[int, ...]:
     """``group`` as a tuple of distinct ranks in ``[0, size)``; raises RmaUsageError (not an
     iterable of integers, a rank twice) or RmaRangeError (a rank out of range, a bool)."""
     if type(group) is list or type(group) is tuple:  # the common case: plain ints, no conversion
@@ -55,7 +60,7 @@ def check_group(group: Iterable[int], size: int) -> tuple[int, ...]:
     return members
 
 
-def check_assertion(assertion: int) -> None:
+def check_assertion(assertion: Any) -> None:
     """Raises RmaUsageError unless ``assertion`` is a combination of MODE_* flags."""
     if assertion == 0 and type(assertion) is int:  # the common case
         return

@@ -21,14 +21,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-import attrs
+import attr
 
 from .actions import EngineIO
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .states import TargetPhase
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class FlushWaiter:
     """A flush's Request: done once, for each access target, every op called before the flush
     is remotely complete.  ``needs`` pairs an access with the issue sequence number to reach

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 
-import attrs
+import attr
 
 from .identity_enum import IdentityEnum
 
@@ -73,14 +73,14 @@ def unpack_fence(word: int) -> tuple[int, int]:
 _PER_PEER = len(Word)
 
 
-@attrs.frozen
+@attr.s(auto_attribs=True, eq=True, hash=True)
 class ControlLayout:
     """Indices of the words of one window's control region for ``size`` ranks."""
 
     size: int
-    lock_tail: int = attrs.field(init=False)
-    lock_state: int = attrs.field(init=False)
-    words: int = attrs.field(init=False)
+    lock_tail: int = attr.ib(init=False)
+    lock_state: int = attr.ib(init=False)
+    words: int = attr.ib(init=False)
 
     def __attrs_post_init__(self) -> None:
         # Looked up on every lock step: plain attributes, not properties.

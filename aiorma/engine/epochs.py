@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
+import attr
 
 from ..constants import LockType
 from .lock_protocol import QueueLock
@@ -19,7 +19,7 @@ from .states import (
 )
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class AccessTarget:
     """An access epoch's dealings with one target."""
 
@@ -28,7 +28,7 @@ class AccessTarget:
     phase: TargetPhase = TargetPhase.WAITING  # moved only by WindowEngine._move_target
     # RMA calls recorded while the epoch is deferred or not yet granted: (token, payload), in
     # call order; replayed at the grant.
-    queued: list[tuple[int, Any]] = attrs.field(factory=list)
+    queued: list[tuple[int, Any]] = attr.ib(factory=list)
     op_count: int = 0  # RMA calls made in this epoch towards this target
     # Issue sequence number (per target, PeerTrait.issued_seq) of this access's last issued op:
     # the access's RMA is remotely complete once the target's flushed watermark reaches it.
@@ -46,7 +46,7 @@ class AccessTarget:
         return self.phase in CLOSED_OUT_PHASES
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class Epoch:
     """One epoch on this process; its life is :mod:`.states`."""
 
@@ -61,8 +61,8 @@ class Epoch:
     fence_ordinal: int = 0
     phase: EpochPhase = EpochPhase.DEFERRED  # moved only by WindowEngine._move_epoch
     close_token: int = 0
-    access: dict[int, AccessTarget] = attrs.field(factory=dict)
-    expected_done: dict[int, int] = attrs.field(factory=dict)  # exposure: origin -> ordinal
+    access: dict[int, AccessTarget] = attr.ib(factory=dict)
+    expected_done: dict[int, int] = attr.ib(factory=dict)  # exposure: origin -> ordinal
     fence_done_sent: bool = False
     # Its key among the epochs open at application level: the kind, and the target of a lock
     # epoch (several lock epochs towards different ranks may be open at once; one of any other).
@@ -89,7 +89,7 @@ class Epoch:
         return any(t.op_count for t in self.access.values())
 
 
-@attrs.define
+@attr.s(auto_attribs=True)
 class PeerTrait:
     """What one window knows about its instance at one peer: monotonic counters only.
 

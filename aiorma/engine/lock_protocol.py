@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-import attrs
+import attr
 import numpy as np
 
 from .control import READER_BITS, READER_MASK, AtomicOp, ControlLayout, Word
@@ -75,7 +75,7 @@ class Hold(IdentityEnum):
     RELEASED = "released"
 
 
-@attrs.define
+@attr.s(auto_attribs=True)
 class LockCounts:
     """Hand-offs and drains this rank has been told of by one target's queue, over all its
     requests there: the next request waits for one more than these (sum-words never reset)."""

@@ -226,7 +226,7 @@ class WindowEngine:
     # ------------------------------------------------------ application: active target
 
     @_application_call
-    def fence(self, assertion: int = 0) -> int:
+    def fence(self, assertion: Any = 0) -> int:
         """Close the open fence epoch (unless MODE_NOPRECEDE) and open a new one (unless
         MODE_NOSUCCEED).  The token finishes when the closed epoch completes on this process —
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
@@ -258,7 +258,7 @@ class WindowEngine:
         return token
 
     @_application_call
-    def post(self, group: Iterable[int], assertion: int = 0) -> int:
+    def post(self, group: Iterable[int], assertion: Any = 0) -> int:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
         check_assertion(assertion)
@@ -270,7 +270,7 @@ class WindowEngine:
         return token
 
     @_application_call
-    def start(self, group: Iterable[int], assertion: int = 0) -> int:
+    def start(self, group: Iterable[int], assertion: Any = 0) -> int:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
         check_assertion(assertion)
@@ -318,7 +318,7 @@ class WindowEngine:
     # ----------------------------------------------------- application: passive target
 
     @_application_call
-    def lock(self, rank: int, lock_type: LockType = LockType.EXCLUSIVE, assertion: int = 0) -> int:
+    def lock(self, rank: Any, lock_type: LockType = LockType.EXCLUSIVE, assertion: Any = 0) -> int:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
         check_assertion(assertion)
@@ -339,7 +339,7 @@ class WindowEngine:
         return token
 
     @_application_call
-    def unlock(self, rank: int) -> int:
+    def unlock(self, rank: Any) -> int:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
         rank = check_rank(rank, self.size)
@@ -351,7 +351,7 @@ class WindowEngine:
         return token
 
     @_application_call
-    def lock_all(self, assertion: int = 0) -> int:
+    def lock_all(self, assertion: Any = 0) -> int:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
         check_assertion(assertion)
@@ -372,13 +372,13 @@ class WindowEngine:
         self._close(epoch, token)
         return token
 
-    def passive_access(self, target: int) -> bool:
+    def passive_access(self, target: Any) -> bool:
         """True when an open lock or lock_all epoch covers ``target`` (a flush towards it is
         allowed).  Changes nothing."""
         return self._access_epoch_for(target, passive_only=True) is not None
 
     @_application_call
-    def flush(self, rank: int) -> int:
+    def flush(self, rank: Any) -> int:
         """Flush the RMA calls made so far in the open passive-target epoch towards ``rank``.
         Token: finished when they are complete at the target.  It also answers flush_local:
         remote completion implies local completion, and MPI's flush is no slower than its
@@ -398,7 +398,7 @@ class WindowEngine:
         return token
 
     @_application_call
-    def flush_inline(self, rank: int) -> bool:
+    def flush_inline(self, rank: Any) -> bool:
         """True when an open lock or lock_all epoch covers ``rank`` with its grant in hand and
         every RMA call made in it towards ``rank`` is complete there — already, or by a flush the
         I/O completed inside this call.  False changes nothing but perhaps asking for that flush
@@ -420,7 +420,7 @@ class WindowEngine:
 
     # ---------------------------------------------------------------- application: RMA
 
-    def rma(self, target: int, payload: Any) -> int:
+    def rma(self, target: Any, payload: Any) -> int:
         """Record an RMA call towards ``target`` in the most recently opened access epoch that
         covers it (rule 3); it is issued at once (``io.issue``) if that epoch is active and
         granted, else when the grant arrives.  Token: the op's identity for the transport's
