@@ -260,12 +260,13 @@ def main(argv: list[str]) -> int:
             "inline": inline,
             "backend": options.backend,
             "emulate_nodes": options.emulate_nodes,
+            "engine": _native.describe(),
             "us": result,
             "ratio": ratios,
         }
         options.json.write_text(json.dumps(record, indent=1))
     if options.plot:
-        current = {"inline": inline, "ranks": options.ranks, "ratio": ratios}
+        current = {"inline": inline, "ranks": options.ranks, "engine": _native.describe(), "ratio": ratios}
         earlier = json.loads(options.compare.read_text()) if options.compare else None
         print("wrote", plot(current, earlier, options.plot))
     return 0
@@ -273,7 +274,9 @@ def main(argv: list[str]) -> int:
 
 def _label(record: dict[str, Any]) -> str:
     inline = record.get("inline", record.get("thin"))  # (results written before the rename)
-    return f"aiorma, inline paths {'on' if inline else 'off'}, {record['ranks']} ranks"
+    engine = record.get("engine", "")  # (results written before the compiled engine: from source)
+    how = "engine compiled" if engine.startswith("compiled") else "engine from source"
+    return f"aiorma, inline paths {'on' if inline else 'off'}, {how}, {record['ranks']} ranks"
 
 
 def plot(current: dict[str, Any], earlier: dict[str, Any] | None, directory: Path) -> Path:
