@@ -75,7 +75,9 @@ _PER_PEER = len(Word)
 
 @attr.s(auto_attribs=True, eq=True, hash=True)
 class ControlLayout:
-    """Indices of the words of one window's control region for ``size`` ranks."""
+    """Indices of the words of one window's control region for ``size`` ranks.  Never changed
+    after construction (not declared frozen: a frozen attrs class cannot be compiled, see
+    aiorma._native)."""
 
     size: int
     lock_tail: int = attr.ib(init=False)
@@ -85,9 +87,9 @@ class ControlLayout:
     def __attrs_post_init__(self) -> None:
         # Looked up on every lock step: plain attributes, not properties.
         per_peer = _PER_PEER * self.size
-        object.__setattr__(self, "lock_tail", per_peer)
-        object.__setattr__(self, "lock_state", per_peer + 1)
-        object.__setattr__(self, "words", per_peer + 2)
+        self.lock_tail = per_peer
+        self.lock_state = per_peer + 1
+        self.words = per_peer + 2
 
     def index(self, word: Word, peer: int) -> int:
         return word * self.size + peer
