@@ -19,12 +19,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "aiorma"
 
 
-def _native():  # type: ignore[no-untyped-def]
+def _load_native() -> ModuleType:
     """aiorma/_native.py, loaded by path: importing the package would load the extensions
     that this build is about to replace."""
     spec = importlib.util.spec_from_file_location("_aiorma_native", PACKAGE / "_native.py")
@@ -35,14 +36,16 @@ def _native():  # type: ignore[no-untyped-def]
     return module
 
 
+NATIVE = _load_native()
+
+
 def built_files() -> list[Path]:
     """What a build leaves in the package: the extensions and the record."""
-    native = _native()
-    files = [p for p in PACKAGE.rglob("*.so") if p.name.startswith(native.GROUP.split(".")[-1] + "__mypyc")]
-    for module in native.MODULES:
-        source = native.source_path(module, PACKAGE)
+    files = [p for p in PACKAGE.rglob("*.so") if p.name.startswith(NATIVE.GROUP.split(".")[-1] + "__mypyc")]
+    for module in NATIVE.MODULES:
+        source = NATIVE.source_path(module, PACKAGE)
         files += sorted(source.parent.glob(source.stem + ".*.so"))
-    return [*files, PACKAGE / native.RECORD]
+    return [*files, PACKAGE / NATIVE.RECORD]
 
 
 def clean() -> None:
@@ -51,9 +54,8 @@ def clean() -> None:
 
 
 def build(force: bool) -> int:
-    native = _native()
-    record = PACKAGE / native.RECORD
-    digest = native.sources_digest(PACKAGE)
+    record = PACKAGE / NATIVE.RECORD
+    digest = NATIVE.sources_digest(PACKAGE)
     if not force and record.exists():
         try:
             if json.loads(record.read_text()).get("digest") == digest:
@@ -71,7 +73,7 @@ def build(force: bool) -> int:
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
         print("compiled engine: not built (no C compiler); aiorma runs its engine from source")
         return 0
-    paths = [str(native.source_path(m, PACKAGE).relative_to(ROOT)) for m in native.MODULES]
+    paths = [str(NATIVE.source_path(m, PACKAGE).relative_to(ROOT)) for m in NATIVE.MODULES]
     print(f"compiled engine: building {len(paths)} modules with mypyc (about a minute) ...", flush=True)
     started = time.perf_counter()
     os.chdir(ROOT)  # mypy reads pyproject.toml's settings; module names follow the paths
@@ -81,7 +83,7 @@ def build(force: bool) -> int:
             # others would be reported as unused.
             ["--no-warn-unused-configs", *paths],
             opt_level="3",
-            group_name=native.GROUP,
+            group_name=NATIVE.GROUP,
         )
         setup(
             name="aiorma-native",

@@ -395,41 +395,33 @@ class MpiEndpoint:
         """One ``Put`` per word towards another node (each a small message the network delivers
         whole), then one ``Flush``: a round trip, as for one put (the LL words of a message need
         no order among themselves)."""
-        if self._passive[target] or words.size == 1:
-            return self.put_flushed(win_id, target, disp, words)
-        if words.size > WORDS_PUT_ONE_BY_ONE:
+        one_by_one = words.size > 1 and not self._passive[target]
+        if one_by_one and words.size > WORDS_PUT_ONE_BY_ONE:
             return False  # an accumulate, which needs the target's progress: not inside the call
-        window = self._windows[win_id]
-        if not window.allocated or window.owns_datatype or not self._passive_puts:
-            return False
-        key = (win_id, target)
-        if key in self._pending or key in self._unflushed:
-            return False  # as in put_flushed
-        win, dt = window.win, window.datatype
-        units = window.units
-        try:
-            for i in range(words.size):
-                win.Put([words[i : i + 1], dt], target, (disp + i, units, dt))
-            win.Flush(target)
-        except MPI.Exception as exc:
-            raise TransportError(f"put: {exc}") from exc
-        if window.notify:
-            self._doorbell.ring(target)
-        return True
+        return self._put_flushed(win_id, target, disp, words, one_by_one)
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated
         memory — shared memory on this node (about a microsecond), the network to another node
         (a round trip, without the target's CPU: see :meth:`issue`)."""
+        return self._put_flushed(win_id, target, disp, data, False)
+
+    def _put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray, one_by_one: bool) -> bool:
+        """:meth:`put_flushed`, the data as one ``Put`` or (``one_by_one``) one per element."""
         window = self._windows[win_id]
         if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
             return False
         key = (win_id, target)
         if key in self._pending or key in self._unflushed:
             return False  # the caller's contract says otherwise; be safe, take the general path
+        win, dt, units = window.win, window.datatype, window.units
         try:
-            window.win.Put([data, window.datatype], target, (disp, data.size * window.units, window.datatype))
-            window.win.Flush(target)
+            if one_by_one:
+                for i in range(data.size):
+                    win.Put([data[i : i + 1], dt], target, (disp + i, units, dt))
+            else:
+                win.Put([data, dt], target, (disp, data.size * units, dt))
+            win.Flush(target)
         except MPI.Exception as exc:
             raise TransportError(f"put: {exc}") from exc
         if window.notify:
