@@ -68,3 +68,63 @@ def test_a_finished_request_with_a_checkpoint_due_goes_through_the_policy() -> N
 
     entered, _ = _python_calls(attempt)
     assert "wait" in entered and "_give_way" in entered
+
+
+class _FakeWaiter:
+    """A waiter whose one wait source finishes ``future`` when ``landed`` is set (a peer's write
+    into this rank's memory), counting its checks."""
+
+    oversubscribed = False
+
+    def __init__(self, future: Any) -> None:
+        self._sources = [object()]
+        self.future = future
+        self.landed = False
+        self.checks = 0
+
+    def check_sources(self) -> bool:
+        self.checks += 1
+        if self.landed and not self.future.done():
+            self.future.set_result(None)
+        return False
+
+
+class _FakeDriver:
+    def __init__(self, waiter: _FakeWaiter, polls_until_landed: int | None) -> None:
+        self.waiter = waiter
+        self.polls = 0
+        self._until = polls_until_landed
+
+    def _poll_turn(self) -> bool:
+        self.polls += 1
+        if self._until is not None and self.polls >= self._until:
+            self.waiter.landed = True
+        return False
+
+    def failed(self, error: BaseException) -> None:
+        raise AssertionError(f"unexpected failure {error!r}")
+
+
+def test_an_inline_wait_looks_at_own_memory_before_polling_the_transport() -> None:
+    """What a peer already wrote into this rank's memory ends the inline wait without a poll of
+    the transport (several MPI calls); a wait that needs polls still gets one per turn."""
+    import asyncio
+
+    from aiorma._core.await_policy import _poll_inline
+
+    loop = asyncio.new_event_loop()
+    try:
+        landed = loop.create_future()
+        waiter = _FakeWaiter(landed)
+        waiter.landed = True
+        driver = _FakeDriver(waiter, None)
+        assert _poll_inline(landed, driver)
+        assert (driver.polls, waiter.checks) == (0, 1)
+
+        later = loop.create_future()
+        waiter = _FakeWaiter(later)
+        driver = _FakeDriver(waiter, 3)  # the write shows up after the third poll
+        assert _poll_inline(later, driver)
+        assert (driver.polls, waiter.checks) == (3, 4)
+    finally:
+        loop.close()

@@ -21,7 +21,7 @@ from .mpi_harness import REPO_ROOT, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
 
 
-@pytest.mark.parametrize("nbytes", [1, 3, 4, 5, 8, 17, 1024])
+@pytest.mark.parametrize("nbytes", [1, 3, 4, 5, 6, 7, 8, 9, 17, 32, 33, 1024])
 def test_words_round_trip(nbytes: int) -> None:
     data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
     words = encode(data, flag_of(41))
@@ -31,7 +31,7 @@ def test_words_round_trip(nbytes: int) -> None:
     assert got is not None and got.tobytes() == data.tobytes()
 
 
-@pytest.mark.parametrize("nbytes", [1, 4, 8, 32])
+@pytest.mark.parametrize("nbytes", [1, 4, 5, 8, 32])
 @pytest.mark.parametrize("ordinal", [0, 2**31 - 1, 2**31, 2**32 - 2])
 def test_words_carry_every_flag(nbytes: int, ordinal: int) -> None:
     """Flags of 2**31 and more make the words negative int64 values (what ``Window.signal``
@@ -61,12 +61,13 @@ def test_one_word_messages_are_signal_values(nbytes: int, ordinal: int) -> None:
 def test_a_word_without_the_flag_means_not_landed() -> None:
     """Any word still carrying an older message's flag (or the initial 0) keeps the message
     unlanded, wherever it is in the slot."""
-    data = np.arange(40, dtype=np.uint8)
-    for stale_flag in (0, flag_of(6)):
-        for position in (0, 5, 9):
-            words = encode(data, flag_of(7))
-            words[position] = encode(data[:4], stale_flag)[0]
-            assert decode(words, flag_of(7), 40) is None
+    for nbytes, positions in ((40, (0, 5, 9)), (8, (0, 1)), (5, (0, 1))):
+        data = np.arange(nbytes, dtype=np.uint8)
+        for stale_flag in (0, flag_of(6)):
+            for position in positions:
+                words = encode(data, flag_of(7))
+                words[position] = encode(data[:4], stale_flag)[0]
+                assert decode(words, flag_of(7), nbytes) is None
 
 
 def test_flags_never_repeat_on_a_slot_and_are_never_zero() -> None:

@@ -120,10 +120,15 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
     share_core = waiter.oversubscribed
     deadline = perf_counter() + (INLINE_SHARED_CORE if share_core else INLINE_OWN_CORE)
     while True:
+        # Own memory first (a collective's flags and LL slots, watched words): a few loads, where
+        # a poll of the transport is several MPI calls.  What a peer wrote since the call is then
+        # seen without paying a poll first, and each poll's news is looked at on the next turn.
         try:
-            poll()
             if waiter._sources:
                 waiter.check_sources()
+            if future.done():
+                return True
+            poll()
         except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
             driver.failed(exc)
         if future.done():
