@@ -56,6 +56,8 @@ class Collectives:
         self.rank = world.rank
         self.size = world.size
         self.landing = landing
+        #: Every rank of the Comm, in order: the group of the calls without ``nodes=`` (read only).
+        self.everyone: list[int] = list(range(self.size))
         #: Cost-model parameters used to choose algorithms (identical on every rank).
         self.model: LogGP = DEFAULT_MPI if landing.polling else DEFAULT_LOCAL
         self.runner = SerialRunner(landing._loop)
@@ -137,10 +139,6 @@ class Collectives:
     async def _run(algorithm: select.Algorithm, call: select.Call, *buffers: Any) -> None:
         assert algorithm.run is not None  # only the barrier's "fence" has none; it never gets here
         await algorithm.run(call, *buffers)
-
-    @property
-    def everyone(self) -> list[int]:
-        return list(range(self.size))
 
     async def _groups(self, labels: list[object] | None, required: bool) -> Groups | None:
         """Node groups: from ``nodes=``, else from host names (discovered once, collectively,
@@ -246,6 +244,15 @@ class Collectives:
         """:meth:`bcast`'s arguments checked now, its work as a job for :meth:`submit` or for
         another collective's job to await (``await job()``) as one of its steps.  The job reads
         ``buf`` when it runs, so it may run again (:meth:`bcast_init`)."""
+        if (
+            algorithm is None
+            and k is None
+            and tree is None
+            and topology is None
+            and nodes is None
+            and check.plain(buf, buf)
+        ):  # the common call, checked by exact types first
+            return functools.partial(self._default_bcast, _bytes(buf), check.root(root, self.size))
         data = check.recv_buffer(buf, "bcast buffer")
         root = check.root(root, self.size)
         algo = check.algorithm(algorithm, tuple(select.BCAST), "bcast")
@@ -375,12 +382,17 @@ class Collectives:
         The job reads ``send`` when it runs, so it may run again (:meth:`reduce_init`)."""
         algo = check.algorithm(algorithm, tuple(select.REDUCE), "reduce")
         root = check.root(root, self.size)
-        source, operation = self._reduction_args(send, op, algo, "reduce")
         labels = check.nodes(nodes, self.size)
         target = None
-        if self.rank == root:
-            target = check.recv_buffer(recv, "reduce receive buffer")
-            check.same_dtype(source, target, "reduce")
+        if algo is None and check.plain(send, recv if self.rank == root else send):
+            source, operation = send, check.op(op, send.dtype)  # the common call
+            target = recv if self.rank == root else None
+        else:
+            source, operation = self._reduction_args(send, op, algo, "reduce")
+            if self.rank == root:
+                target = check.recv_buffer(recv, "reduce receive buffer")
+                check.same_dtype(source, target, "reduce")
+        if target is not None:
             check.expect_size(target, source.size, "reduce receive buffer")
 
         async def job() -> None:
@@ -442,6 +454,9 @@ class Collectives:
     ) -> JobFactory:
         """:meth:`allreduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`allreduce_init`)."""
+        if algorithm is None and nodes is None and check.plain(send, recv) and send.size == recv.size:
+            # the common call, checked by exact types first
+            return functools.partial(self._default_allreduce, send, recv, check.op(op, send.dtype))
         algo = check.algorithm(algorithm, tuple(select.ALLREDUCE), "allreduce")
         source, operation = self._reduction_args(send, op, algo, "allreduce")
         target = check.recv_buffer(recv, "allreduce receive buffer")
@@ -526,9 +541,7 @@ class Collectives:
         """:meth:`allgather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`allgather_init`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLGATHER), "allgather")
-        source = check.send_buffer(send, "allgather send buffer")
-        target = check.recv_buffer(recv, "allgather receive buffer")
-        check.same_dtype(source, target, "allgather")
+        source, target = check.pair(send, recv, "allgather")
         check.expect_size(target, source.size * self.size, "allgather receive buffer")
         if algo == "recursive_doubling" and self.size & (self.size - 1):
             raise RmaUsageError(f"recursive-doubling allgather needs a power-of-two size, not {self.size}")
@@ -576,13 +589,13 @@ class Collectives:
         The job reads ``send`` when it runs, so it may run again (:meth:`gather_init`)."""
         algo = check.algorithm(algorithm, tuple(select.GATHER), "gather")
         root = check.root(root, self.size)
-        source = check.send_buffer(send, "gather send buffer")
         out = None
         if self.rank == root:
-            target = check.recv_buffer(recv, "gather receive buffer")
-            check.same_dtype(source, target, "gather")
+            source, target = check.pair(send, recv, "gather")
             check.expect_size(target, source.size * self.size, "gather receive buffer")
             out = _bytes(target)
+        else:
+            source = send if check.plain(send, send) else check.send_buffer(send, "gather send buffer")
         mine = _bytes(source)
 
         async def job() -> None:
@@ -619,11 +632,16 @@ class Collectives:
         The job reads ``send`` when it runs, so it may run again (:meth:`scatter_init`)."""
         algo = check.algorithm(algorithm, tuple(select.SCATTER), "scatter")
         root = check.root(root, self.size)
-        target = check.recv_buffer(recv, "scatter receive buffer")
         src = None
-        if self.rank == root:
-            source = check.send_buffer(send, "scatter send buffer")
-            check.same_dtype(source, target, "scatter")
+        if self.rank != root:
+            target = recv if check.plain(recv, recv) else check.recv_buffer(recv, "scatter receive buffer")
+        else:
+            if check.plain(send, recv):
+                source, target = send, recv
+            else:
+                target = check.recv_buffer(recv, "scatter receive buffer")
+                source = check.send_buffer(send, "scatter send buffer")
+                check.same_dtype(source, target, "scatter")
             check.expect_size(source, target.size * self.size, "scatter send buffer")
             src = _bytes(source)
         mine = _bytes(target)
@@ -657,9 +675,7 @@ class Collectives:
         """:meth:`alltoall`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`alltoall_init`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLTOALL), "alltoall")
-        source = check.send_buffer(send, "alltoall send buffer")
-        target = check.recv_buffer(recv, "alltoall receive buffer")
-        check.same_dtype(source, target, "alltoall")
+        source, target = check.pair(send, recv, "alltoall")
         check.expect_size(target, source.size, "alltoall receive buffer")
         if source.size % self.size:
             raise RmaTypeError(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -18,6 +18,25 @@ from ..errors import RmaRangeError, RmaTypeError, RmaUsageError
 from ..ops import check_op_dtype
 
 _NUMERIC = "biufc"  # bool, signed, unsigned, float, complex
+# (op, dtype) pairs op() has accepted: the checks of a repeated call are a set look-up.
+_ACCEPTED_OPS: set[tuple[Op, np.dtype]] = set()
+
+
+def plain(send: Any, recv: Any) -> TypeGuard[np.ndarray]:
+    """The common buffers, checked by exact types first: ``send`` and ``recv`` numpy arrays (not
+    mpi4py specs, not subclasses) of one numeric dtype, both C-contiguous, ``recv`` writeable —
+    what :func:`send_buffer` and :func:`recv_buffer` return unchanged and :func:`same_dtype`
+    accepts (pass one array twice for a buffer that is both).  False sends the call through those
+    checks, which accept or refuse everything else; nothing is refused here."""
+    return (
+        type(send) is np.ndarray
+        and type(recv) is np.ndarray
+        and send.dtype is recv.dtype
+        and send.dtype.kind in _NUMERIC
+        and send.flags.c_contiguous
+        and recv.flags.c_contiguous
+        and recv.flags.writeable
+    )
 
 
 def send_buffer(buf: Any, what: str) -> np.ndarray:
@@ -44,6 +63,17 @@ def recv_buffer(buf: Any, what: str) -> np.ndarray:
     return buf
 
 
+def pair(send: Any, recv: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`send_buffer` and :func:`recv_buffer` of a ``what`` call (in that order), and
+    :func:`same_dtype`; the :func:`plain` pair as it is."""
+    if plain(send, recv):
+        return send, recv
+    source = send_buffer(send, f"{what} send buffer")
+    target = recv_buffer(recv, f"{what} receive buffer")
+    same_dtype(source, target, what)
+    return source, target
+
+
 def same_dtype(a: np.ndarray, b: np.ndarray, what: str) -> None:
     if a.dtype != b.dtype:
         raise RmaTypeError(f"{what}: send dtype {a.dtype} and receive dtype {b.dtype} differ")
@@ -55,6 +85,8 @@ def expect_size(buf: np.ndarray, size: int, what: str) -> None:
 
 
 def root(value: Any, size: int) -> int:
+    if type(value) is int and 0 <= value < size:  # the common call
+        return value
     if isinstance(value, bool):
         raise RmaRangeError(f"root {value!r} is not a rank")
     try:
@@ -67,11 +99,15 @@ def root(value: Any, size: int) -> int:
 
 
 def op(value: Any, dtype: np.dtype) -> Op:
+    if type(value) is Op and (value, dtype) in _ACCEPTED_OPS:
+        return value
     try:
         operation = Op(value)
     except ValueError:
         raise RmaUsageError(f"{value!r} is not an aiorma op (SUM, MAX, REPLACE, ...)") from None
     check_op_dtype(operation, dtype)
+    if len(_ACCEPTED_OPS) < 1024:  # (dtypes made on the fly could grow it without end)
+        _ACCEPTED_OPS.add((operation, dtype))
     return operation
 
 
