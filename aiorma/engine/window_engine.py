@@ -317,38 +317,59 @@ class WindowEngine:
 
     # ----------------------------------------------------- application: passive target
 
-    @_application_call
     def lock(self, rank: Any, lock_type: LockType = LockType.EXCLUSIVE, assertion: Any = 0) -> int:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
-        check_assertion(assertion)
-        rank = check_rank(rank, self.size)
+        # Guarded as @_application_call would, inline, and the checks' common outcomes first, as
+        # rma(): a transaction is lock, RMA, unlock.
+        if self.failure is not None or self.freeing:
+            self._check_usable()
         try:
-            if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
-                lock_type = LockType(lock_type)
-        except ValueError:
-            raise RmaUsageError(
-                f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
-            ) from None
-        if (EpochKind.LOCK, rank) in self._open:
-            raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
-        self._check_may_open(EpochKind.LOCK)
-        token = self._new_token()
-        self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
-        self._activate_ready()
-        return token
+            if type(assertion) is not int or assertion != 0:
+                check_assertion(assertion)
+            if type(rank) is not int or not 0 <= rank < self.size:
+                rank = check_rank(rank, self.size)
+            try:
+                if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
+                    lock_type = LockType(lock_type)
+            except ValueError:
+                raise RmaUsageError(
+                    f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
+                ) from None
+            if (EpochKind.LOCK, rank) in self._open:
+                raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
+            self._check_may_open(EpochKind.LOCK)
+            token = self._new_token()
+            self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
+            self._activate_ready()
+            if self.completion.answered_inline:
+                self._settle()
+            return token
+        except RmaUsageError:
+            raise
+        except Exception as exc:
+            raise self._internal_error(exc) from exc
 
-    @_application_call
     def unlock(self, rank: Any) -> int:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
-        rank = check_rank(rank, self.size)
-        epoch = self._open.get((EpochKind.LOCK, rank))
-        if epoch is None:
-            raise EpochError(f"unlock({rank}) without a matching lock({rank})")
-        token = self._new_token()
-        self._close(epoch, token)
-        return token
+        if self.failure is not None or self.freeing:  # guarded inline, as lock()
+            self._check_usable()
+        try:
+            if type(rank) is not int or not 0 <= rank < self.size:
+                rank = check_rank(rank, self.size)
+            epoch = self._open.get((EpochKind.LOCK, rank))
+            if epoch is None:
+                raise EpochError(f"unlock({rank}) without a matching lock({rank})")
+            token = self._new_token()
+            self._close(epoch, token)
+            if self.completion.answered_inline:
+                self._settle()
+            return token
+        except RmaUsageError:
+            raise
+        except Exception as exc:
+            raise self._internal_error(exc) from exc
 
     @_application_call
     def lock_all(self, assertion: Any = 0) -> int:
@@ -696,7 +717,10 @@ class WindowEngine:
 
     def _lock_granted(self, epoch: Epoch, access: AccessTarget) -> None:
         self._grant(epoch, access)
-        self._check_open_token(epoch)
+        if epoch.kind is EpochKind.LOCK:
+            self._complete_token(epoch.open_token)  # its one target is granted: the lock is open
+        else:
+            self._check_open_token(epoch)
         self._advance(epoch)
 
     def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
@@ -789,7 +813,8 @@ class WindowEngine:
         self._complete_token(epoch.open_token)
         self._complete_token(epoch.close_token)
         self._activate_ready()
-        self._check_free()
+        if self._free_token is not None:  # (a free waits for this epoch)
+            self._check_free()
 
     def _check_free(self) -> None:
         if self._free_token is not None and not self._active and not self._deferred:
