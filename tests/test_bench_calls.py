@@ -54,3 +54,12 @@ def test_calls_mpi_tiny(tmp_path: Path) -> None:
         # Every unit makes engine calls (an epoch at least a handful), fewer than everything.
         assert 20 < row["aiorma"] < row["all"], (unit, row)
         assert row["aiorma"] < 400, (unit, row)  # today 65-90: a multiple means a structural slip
+
+
+def test_plot_makes_its_directory(tmp_path: Path) -> None:
+    """``--plot DIR`` with a DIR that does not exist yet: the figure goes there (a new directory,
+    as the collectives' and LU's plots already did), not a FileNotFoundError after the run."""
+    pytest.importorskip("matplotlib")
+    rows = {unit: {"aiorma": 50.0, "all": 100.0} for unit in sorted(UNITS)}
+    path = calls.plot(rows, None, tmp_path / "new" / "figures")
+    assert path == tmp_path / "new" / "figures" / "calls.png" and path.stat().st_size > 0

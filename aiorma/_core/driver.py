@@ -172,7 +172,10 @@ class ProgressDriver:
                 return Request.finished(value, error, what)
             finished.clear()
         self.waiter.wake()  # something to wait for: poll on the fast path
-        return Request(self.watch(win_id, token, value), self.progress, what, self.inline_wait)
+        # watch(), without its look at _finished: the token is not there (looked at just above)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[(win_id, token)] = (future, value)
+        return Request(future, self.progress, what, self.inline_wait)
 
     def _finish_release(self, engine: WindowEngine) -> None:
         """Poll for at most _LINK_PATIENCE while a release of ``engine`` waits for its successor's

@@ -214,6 +214,7 @@ def plot(current: Rows, earlier: Rows | None, directory: Path) -> Path:
     ax.set_title("Calls per transaction and per epoch, rank 0 (python -m aiorma.bench calls)")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    directory.mkdir(parents=True, exist_ok=True)
     path = directory / "calls.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -300,6 +300,7 @@ def plot(current: dict[str, Any], earlier: dict[str, Any] | None, directory: Pat
     ax.set_title("Hot path, 8 B, back to back (python -m aiorma.bench hotpath)")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    directory.mkdir(parents=True, exist_ok=True)
     path = directory / "hotpath_ratio.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -205,6 +205,7 @@ def plot(record: dict[str, Any], directory: Path) -> Path:
     where = f"{record['emulate_nodes']} emulated nodes" if record["emulate_nodes"] >= 2 else "one node"
     ax.set_title(f"Notified put vs PSCW epoch, {record['bytes']} B, {where} (bench notified)")
     fig.tight_layout()
+    directory.mkdir(parents=True, exist_ok=True)
     path = directory / ("notified_2nodes.png" if record["emulate_nodes"] >= 2 else "notified.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
