@@ -128,3 +128,25 @@ def test_an_inline_wait_looks_at_own_memory_before_polling_the_transport() -> No
         assert (driver.polls, waiter.checks) == (3, 4)
     finally:
         loop.close()
+
+
+def test_a_poll_s_news_is_looked_at_before_the_core_is_handed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks outnumber cores: the inline wait yields the core between polls.  What a poll let
+    land (off node, a peer's put may need this rank's progress) is looked at right after that
+    poll, not after a yield that may cost a time slice."""
+    import asyncio
+
+    from aiorma._core import await_policy
+
+    yields: list[int] = []
+    monkeypatch.setattr(await_policy.os, "sched_yield", lambda: yields.append(1))
+    loop = asyncio.new_event_loop()
+    try:
+        future = loop.create_future()
+        waiter = _FakeWaiter(future)
+        waiter.oversubscribed = True
+        driver = _FakeDriver(waiter, 3)
+        assert await_policy._poll_inline(future, driver)
+        assert (driver.polls, len(yields)) == (3, 2)
+    finally:
+        loop.close()

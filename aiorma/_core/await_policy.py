@@ -119,17 +119,21 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
     poll, waiter = driver._poll_turn, driver.waiter
     share_core = waiter.oversubscribed
     deadline = perf_counter() + (INLINE_SHARED_CORE if share_core else INLINE_OWN_CORE)
-    while True:
-        # Own memory first (a collective's flags and LL slots, watched words): a few loads, where
-        # a poll of the transport is several MPI calls.  What a peer wrote since the call is then
-        # seen without paying a poll first, and each poll's news is looked at on the next turn.
+    # Own memory first (a collective's flags and LL slots, watched words): a few loads, where a
+    # poll of the transport is several MPI calls, so what a peer wrote since the call is seen
+    # without paying a poll.  Then each turn polls and looks at once at what the poll let land
+    # (off node, a peer's put may need our progress) — before the core is handed on.
+    try:
+        if waiter._sources:
+            waiter.check_sources()
+    except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
+        driver.failed(exc)
+    while not future.done():
         try:
+            poll()
             if waiter._sources:
                 waiter.check_sources()
-            if future.done():
-                return True
-            poll()
-        except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
+        except Exception as exc:
             driver.failed(exc)
         if future.done():
             return True
@@ -137,6 +141,7 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
             return False
         if share_core:
             os.sched_yield()
+    return True
 
 
 def _give_way() -> asyncio.Future[None]:
