@@ -348,6 +348,8 @@ class WindowEngine:
         except RmaUsageError:
             raise
         except Exception as exc:
+            if exc is self.failure:
+                raise
             raise self._internal_error(exc) from exc
 
     def unlock(self, rank: Any) -> int:
@@ -369,6 +371,8 @@ class WindowEngine:
         except RmaUsageError:
             raise
         except Exception as exc:
+            if exc is self.failure:
+                raise
             raise self._internal_error(exc) from exc
 
     @_application_call
