@@ -317,63 +317,42 @@ class WindowEngine:
 
     # ----------------------------------------------------- application: passive target
 
+    @_application_call
     def lock(self, rank: Any, lock_type: LockType = LockType.EXCLUSIVE, assertion: Any = 0) -> int:
         """Open a passive-target access epoch towards ``rank``.  Token: finished when the lock
         is granted (at once with MODE_NOCHECK)."""
-        # Guarded as @_application_call would, inline, and the checks' common outcomes first, as
-        # rma(): a transaction is lock, RMA, unlock.
-        if self.failure is not None or self.freeing:
-            self._check_usable()
+        # The checks' common outcomes first, as in rma(): a transaction is lock, RMA, unlock.
+        if type(assertion) is not int or assertion != 0:
+            check_assertion(assertion)
+        if type(rank) is not int or not 0 <= rank < self.size:
+            rank = check_rank(rank, self.size)
         try:
-            if type(assertion) is not int or assertion != 0:
-                check_assertion(assertion)
-            if type(rank) is not int or not 0 <= rank < self.size:
-                rank = check_rank(rank, self.size)
-            try:
-                if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
-                    lock_type = LockType(lock_type)
-            except ValueError:
-                raise RmaUsageError(
-                    f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
-                ) from None
-            if (EpochKind.LOCK, rank) in self._open:
-                raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
-            self._check_may_open(EpochKind.LOCK)
-            token = self._new_token()
-            self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
-            self._activate_ready()
-            if self.completion.answered_inline:
-                self._settle()
-            return token
-        except RmaUsageError:
-            raise
-        except Exception as exc:
-            if exc is self.failure:
-                raise
-            raise self._internal_error(exc) from exc
+            if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
+                lock_type = LockType(lock_type)
+        except ValueError:
+            raise RmaUsageError(
+                f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
+            ) from None
+        if (EpochKind.LOCK, rank) in self._open:
+            raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
+        self._check_may_open(EpochKind.LOCK)
+        token = self._new_token()
+        self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
+        self._activate_ready()
+        return token
 
+    @_application_call
     def unlock(self, rank: Any) -> int:
         """Close the lock epoch towards ``rank``.  Token: finished when its RMA is complete at
         the target and the lock is released."""
-        if self.failure is not None or self.freeing:  # guarded inline, as lock()
-            self._check_usable()
-        try:
-            if type(rank) is not int or not 0 <= rank < self.size:
-                rank = check_rank(rank, self.size)
-            epoch = self._open.get((EpochKind.LOCK, rank))
-            if epoch is None:
-                raise EpochError(f"unlock({rank}) without a matching lock({rank})")
-            token = self._new_token()
-            self._close(epoch, token)
-            if self.completion.answered_inline:
-                self._settle()
-            return token
-        except RmaUsageError:
-            raise
-        except Exception as exc:
-            if exc is self.failure:
-                raise
-            raise self._internal_error(exc) from exc
+        if type(rank) is not int or not 0 <= rank < self.size:  # (as in lock())
+            rank = check_rank(rank, self.size)
+        epoch = self._open.get((EpochKind.LOCK, rank))
+        if epoch is None:
+            raise EpochError(f"unlock({rank}) without a matching lock({rank})")
+        token = self._new_token()
+        self._close(epoch, token)
+        return token
 
     @_application_call
     def lock_all(self, assertion: Any = 0) -> int:
