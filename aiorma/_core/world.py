@@ -66,10 +66,13 @@ class World:
         *,
         win_id: int | None = None,
         notify: bool = False,
+        peers_write_control: bool = True,
     ) -> Window:
         """Collective: a window over ``buf`` (``win_create``) or ``count`` new elements of
         ``dtype``.  Internal windows pass their fixed ``win_id`` (application windows count from
-        1); ``notify`` rings a target after each flush towards it (flag windows)."""
+        1); ``notify`` rings a target after each flush towards it (flag windows);
+        ``peers_write_control=False`` promises lock and lock_all with MODE_NOCHECK only (the
+        engine refuses other epochs), so the transport never scans the control region."""
         if win_id is None:
             win_id = self._next_win_id
             self._next_win_id += 1
@@ -77,7 +80,9 @@ class World:
         # The control region exists on every rank before any engine acts: window creation is
         # collective and zeroes it, so a faster peer's writes cannot be lost.
         words = ControlLayout(self.size).words
-        layout = await self.endpoint.create_window(win_id, buf, count, dtype, words, notify=notify)
+        layout = await self.endpoint.create_window(
+            win_id, buf, count, dtype, words, notify=notify, watch_control=peers_write_control
+        )
         engine = WindowEngine(
             win_id,
             self.rank,
@@ -87,6 +92,7 @@ class World:
             history=self.history,
             observer=(lambda event: observer(win_id, event)) if observer is not None else None,
             io=self.driver.engine_io(win_id),
+            peers_write_control=peers_write_control,
         )
         self.driver.add_engine(engine)
         engine.control_changed()  # a faster peer may have written already

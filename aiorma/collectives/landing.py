@@ -225,16 +225,32 @@ class Landing:
         config = config or DEFAULT_CONFIG
         slot_bytes, slots = config.resolve(world.size)
         ll_bytes, ll_slots = config.resolve_ll(world.size)
+        # Used only under lock_all(MODE_NOCHECK): no rank ever writes their control regions, so a
+        # poll does not look at them (peers_write_control=False).
         flags = await world.create_window(
-            None, 4 * world.size, np.dtype(np.int64), Info(), win_id=FLAGS_WIN_ID, notify=True
+            None,
+            4 * world.size,
+            np.dtype(np.int64),
+            Info(),
+            win_id=FLAGS_WIN_ID,
+            notify=True,
+            peers_write_control=False,
         )
         data_count = world.size * slots * slot_bytes
-        data = await world.create_window(None, data_count, np.dtype(np.uint8), Info(), win_id=DATA_WIN_ID)
+        data = await world.create_window(
+            None, data_count, np.dtype(np.uint8), Info(), win_id=DATA_WIN_ID, peers_write_control=False
+        )
         # At least one word, so that the window exists (and is freed) on every rank alike.  A flush
         # towards a rank rings it (notify), as for the flags: an LL message is its own flag.
         ll_count = max(1, world.size * ll_slots * (ll_bytes // 4))
         ll = await world.create_window(
-            None, ll_count, np.dtype(np.int64), Info(), win_id=LL_WIN_ID, notify=True
+            None,
+            ll_count,
+            np.dtype(np.int64),
+            Info(),
+            win_id=LL_WIN_ID,
+            notify=True,
+            peers_write_control=False,
         )
         landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots)
         await landing._flags.opened

@@ -41,7 +41,7 @@ import functools
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -137,8 +137,13 @@ class WindowEngine:
         history: bool = False,
         observer: Callable[[EpochEvent], None] | None = None,
         io: EngineIO | None = None,
+        peers_write_control: bool = True,
     ) -> None:
         self.win_id = win_id
+        #: False for a window whose every rank promises epochs that never write a peer's control
+        #: region — lock and lock_all with MODE_NOCHECK only (the collectives' landing windows):
+        #: the engine refuses the others, and a polled transport need not scan the region.
+        self.peers_write_control = peers_write_control
         #: Where every step that needs the world goes (an :class:`ActionLog` when none is given).
         self.io: EngineIO = io if io is not None else ActionLog()
         self._settling = False  # _settle is running
@@ -232,6 +237,8 @@ class WindowEngine:
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
         nothing is closed, once the new epoch is activated."""
         check_assertion(assertion)
+        if not self.peers_write_control:
+            self._refuse_control_writes("a fence")
         closing = self._open.get(_FENCE_SLOT)
         if len(self._open) > (closing is not None):
             other = next(e for e in self._open.values() if e.kind is not EpochKind.FENCE)
@@ -264,6 +271,8 @@ class WindowEngine:
         check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.POST)
+        if not self.peers_write_control:
+            self._refuse_control_writes("post()")
         token = self._new_token()
         self._open_epoch(EpochKind.POST, members, assertion, token)
         self._activate_ready()
@@ -276,6 +285,8 @@ class WindowEngine:
         check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.START)
+        if not self.peers_write_control:
+            self._refuse_control_writes("start()")
         token = self._new_token()
         self._open_epoch(EpochKind.START, members, assertion, token)
         self._activate_ready()
@@ -336,6 +347,8 @@ class WindowEngine:
         if (EpochKind.LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
         self._check_may_open(EpochKind.LOCK)
+        if not self.peers_write_control and not assertion & MODE_NOCHECK:
+            self._refuse_control_writes("lock() without MODE_NOCHECK")
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
         self._activate_ready()
@@ -360,6 +373,8 @@ class WindowEngine:
         has granted its lock."""
         check_assertion(assertion)
         self._check_may_open(EpochKind.LOCK_ALL)
+        if not self.peers_write_control and not assertion & MODE_NOCHECK:
+            self._refuse_control_writes("lock_all() without MODE_NOCHECK")
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, self._everyone, assertion, token)
         self._activate_ready()
@@ -834,6 +849,12 @@ class WindowEngine:
                 continue  # an empty trailing fence epoch is closed for the program on open
             if (epoch.kind, kind) not in MAY_OVERLAP:
                 raise EpochError(f"cannot open a {kind.value} epoch while a {epoch.kind.value} epoch is open")
+
+    def _refuse_control_writes(self, what: str) -> NoReturn:
+        raise RmaUsageError(
+            f"{what} on a window created without peers' control writes (peers_write_control=False): "
+            "only lock and lock_all with MODE_NOCHECK"
+        )
 
     def _check_usable(self) -> None:
         if self.failure is not None:

@@ -138,12 +138,15 @@ class Endpoint(Protocol):
         control_words: int,
         *,
         notify: bool = False,
+        watch_control: bool = True,
     ) -> WindowLayout:
         """Collective.  Expose ``memory`` (win_create) or allocate ``count`` elements (win_allocate,
         ``memory is None``), and allocate a zeroed control region of ``control_words`` int64 words
         (always allocated memory, so that atomics on it are passive).  ``notify``: peers' flushes
         towards this window's data must wake this rank (the collectives' flag windows, whose
-        words are read as flags).  Must not block the event loop while waiting for peers."""
+        words are read as flags).  ``watch_control=False``: no peer ever writes the control
+        region (the engine refuses the epochs that would), so a polled transport never looks at
+        it.  Must not block the event loop while waiting for peers."""
 
     async def free_window(self, win_id: int) -> np.ndarray | None:
         """Collective.  Forget the window; returns a copy of allocated memory (None for win_create)."""

@@ -224,6 +224,7 @@ class LocalEndpoint:
         control_words: int,
         *,
         notify: bool = False,  # every write is noticed here anyway
+        watch_control: bool = True,  # (nothing is scanned here: writes are reported as they land)
     ) -> WindowLayout:
         if memory is None:
             memory = np.zeros(count, dtype=dtype)

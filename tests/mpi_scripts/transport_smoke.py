@@ -27,7 +27,7 @@ from aiorma.errors import RmaTypeError
 from aiorma.transport.base import RmaKind, RmaOp
 from aiorma.transport.mpi import MpiEndpoint
 
-CREATED, ALLOCATED, MISMATCHED = 1, 2, 3
+CREATED, ALLOCATED, MISMATCHED, UNWATCHED = 1, 2, 3, 4
 
 
 class RecordingSink:
@@ -90,6 +90,8 @@ async def main(out_dir: Path) -> None:
     assert layout2.counts == tuple(6 + r for r in range(size))
     assert layout2.memory.dtype == np.dtype("f8") and layout2.memory.size == 6 + rank
     assert (layout2.memory == 0).all()
+    # A window whose control region no peer is meant to write: poll never looks at it.
+    layout4 = await ep.create_window(UNWATCHED, None, 2, np.dtype("i8"), 4, watch_control=False)
     # Peers may write into our windows as soon as create_window returns on their side: hold them
     # until every rank has looked at its fresh memory (under load this rank may look late).
     await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
@@ -173,6 +175,13 @@ async def main(out_dir: Path) -> None:
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)
     # The memory may change before poll reports it; poll must report it.
     await poll_until(ep, lambda: control[0] == 7 and control[1] == 4 and CREATED in sink.changed)
+    # ... except on a window created with watch_control=False: the word lands, and polls that
+    # follow report nothing (a poll scans only the watched windows).
+    ep.control_write(UNWATCHED, right, 0, AtomicOp.MAX, 9)
+    await poll_until(ep, lambda: layout4.control[0] == 9)
+    for _ in range(3):
+        ep.poll()
+    assert UNWATCHED not in sink.changed, sink.changed
 
     # Fetching atomics on rank 0's word 2 (swap, sum, compare-and-swap), from every rank.
     answers = {}

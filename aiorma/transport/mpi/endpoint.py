@@ -96,6 +96,9 @@ class MpiEndpoint:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: Sink | None = None
         self._windows: dict[int, MpiWindow] = {}
+        # The windows whose control region peers may write: each poll scans these (the landing
+        # windows are not among them, so a poll costs two MPI calls fewer for each).
+        self._watched: dict[int, MpiWindow] = {}
         # How many of them are ``win_create`` windows (poll_need asks at every turn of the waiter).
         self._created_windows = 0
         # Request-based RMA not yet complete: (win_id, target) -> [(token, request, keep, served)],
@@ -157,6 +160,7 @@ class MpiEndpoint:
         control_words: int,
         *,
         notify: bool = False,
+        watch_control: bool = True,
     ) -> WindowLayout:
         """Collective.  Expose ``memory`` (``Win.Create``) or allocate ``count`` zeroed elements
         (``Win.Allocate``, ``memory is None``), allocate the control region, and open both
@@ -175,6 +179,8 @@ class MpiEndpoint:
 
         window, counts = await self._workers.collective(create)
         self._windows[win_id] = window
+        if watch_control:
+            self._watched[win_id] = window
         self._created_windows += not window.allocated
         return WindowLayout(window.memory, window.control, counts)
 
@@ -185,6 +191,7 @@ class MpiEndpoint:
         """
         # Forget it first, so no poll touches the MPI windows while the worker frees them.
         window = self._windows.pop(win_id)
+        self._watched.pop(win_id, None)
         self._created_windows -= not window.allocated
         # Unlock_all below completes the puts a Flush has not yet.
         self._unflushed = {key for key in self._unflushed if key[0] != win_id}
@@ -607,7 +614,7 @@ class MpiEndpoint:
             if departure is not None:  # the driver keeps the first failure only
                 sink.peer_departed(*departure)
                 active = True
-            for win_id, window in list(self._windows.items()):
+            for win_id, window in list(self._watched.items()):
                 window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
                 raw = window.control.tobytes()
                 if raw != window.seen:
@@ -769,6 +776,7 @@ class MpiEndpoint:
         self._liveness.close()  # an orderly end: the neighbours report no death
         self._stop_busy()  # before the collective below frees the communicator it probes
         windows = [self._windows.pop(win_id) for win_id in sorted(self._windows)]
+        self._watched.clear()
         self._created_windows = 0
         pending = [request for ops in self._pending.values() for _token, request, _keep, _served in ops]
         pending += [request for _w, _t, request, _buffer in self._fetches]
