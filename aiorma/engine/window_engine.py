@@ -238,7 +238,7 @@ class WindowEngine:
         nothing is closed, once the new epoch is activated."""
         check_assertion(assertion)
         if not self.peers_write_control:
-            self._refuse_control_writes("a fence")
+            self._refuse_control_writes(EpochKind.FENCE)
         closing = self._open.get(_FENCE_SLOT)
         if len(self._open) > (closing is not None):
             other = next(e for e in self._open.values() if e.kind is not EpochKind.FENCE)
@@ -271,8 +271,6 @@ class WindowEngine:
         check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.POST)
-        if not self.peers_write_control:
-            self._refuse_control_writes("post()")
         token = self._new_token()
         self._open_epoch(EpochKind.POST, members, assertion, token)
         self._activate_ready()
@@ -285,8 +283,6 @@ class WindowEngine:
         check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.START)
-        if not self.peers_write_control:
-            self._refuse_control_writes("start()")
         token = self._new_token()
         self._open_epoch(EpochKind.START, members, assertion, token)
         self._activate_ready()
@@ -346,9 +342,7 @@ class WindowEngine:
             ) from None
         if (EpochKind.LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
-        self._check_may_open(EpochKind.LOCK)
-        if not self.peers_write_control and not assertion & MODE_NOCHECK:
-            self._refuse_control_writes("lock() without MODE_NOCHECK")
+        self._check_may_open(EpochKind.LOCK, assertion)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
         self._activate_ready()
@@ -372,9 +366,7 @@ class WindowEngine:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
         check_assertion(assertion)
-        self._check_may_open(EpochKind.LOCK_ALL)
-        if not self.peers_write_control and not assertion & MODE_NOCHECK:
-            self._refuse_control_writes("lock_all() without MODE_NOCHECK")
+        self._check_may_open(EpochKind.LOCK_ALL, assertion)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, self._everyone, assertion, token)
         self._activate_ready()
@@ -843,16 +835,21 @@ class WindowEngine:
         """The active epochs of ``kind`` (deferred ones wait for activation, not for events)."""
         return [e for e in self._active if e.kind is kind]
 
-    def _check_may_open(self, kind: EpochKind) -> None:
+    def _check_may_open(self, kind: EpochKind, assertion: int = 0) -> None:
+        """Refuse a ``kind`` epoch that MPI does not let open beside the open ones, or that would
+        make a peer write the control region of a ``peers_write_control=False`` window (every
+        epoch but lock and lock_all with MODE_NOCHECK; fence() asks the latter itself)."""
         for epoch in self._open.values():
             if epoch.kind is EpochKind.FENCE and not epoch.has_ops:
                 continue  # an empty trailing fence epoch is closed for the program on open
             if (epoch.kind, kind) not in MAY_OVERLAP:
                 raise EpochError(f"cannot open a {kind.value} epoch while a {epoch.kind.value} epoch is open")
+        if not self.peers_write_control and not (kind in PASSIVE_KINDS and assertion & MODE_NOCHECK):
+            self._refuse_control_writes(kind)
 
-    def _refuse_control_writes(self, what: str) -> NoReturn:
+    def _refuse_control_writes(self, kind: EpochKind) -> NoReturn:
         raise RmaUsageError(
-            f"{what} on a window created without peers' control writes (peers_write_control=False): "
+            f"a {kind.value} epoch on a window created with peers_write_control=False: "
             "only lock and lock_all with MODE_NOCHECK"
         )
 
