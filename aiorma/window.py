@@ -294,19 +294,19 @@ class Window:
         first).  ``target`` awaits it with :meth:`wait_until`, without an epoch call of its own.
 
         ``value`` may also be an array of words (int64 values, flattened): word ``i`` goes to
-        ``index + i``, each word written whole, the words as one put (or element-wise add;
-        towards another node, whose network may split a put's words, one put per word, or one
-        accumulate with REPLACE beyond 8 words), not one atomic unit — a reader may see some of
-        them before others.  The array may be reused as soon as the call returns.  A short array
-        costs what one word does (a put and a flush in one transport call): the collectives'
-        small messages go this way.
+        ``index + i``, each word written whole (a reader's load sees the word before or after
+        the signal, never half of each), not as one atomic unit — a reader may see some of them
+        before others.  The array may be reused as soon as the call returns.  On this node a
+        short array costs what one word does (a put and a flush in one transport call).
 
         Inside a lock or lock_all epoch covering ``target``, which must stay open until the
         Request completes.  The Request completes when the word is written at ``target``
-        (remote completion).  ``SIGNAL_SET`` is a put, served without ``target``'s CPU on any
-        node; a word set by several ranks holds the last value written, so give each signalling
-        rank its own word, or use ``SIGNAL_ADD`` (an accumulate: on another node it waits for
-        ``target``'s progress)."""
+        (remote completion).  On this node ``SIGNAL_SET`` is a put (shared memory stores an
+        aligned word whole); towards another node, where a put's bytes may land in pieces, it
+        is an accumulate with REPLACE, which MPI applies element by element — so, like
+        ``SIGNAL_ADD`` there, it waits for ``target``'s progress.  A word set by several ranks
+        holds the last value written, so give each signalling rank its own word, or use
+        ``SIGNAL_ADD``."""
         return self._notified.signal(target, index, value, op)
 
     def put_signal(

@@ -12,8 +12,8 @@ import pytest
 
 import aiorma
 from aiorma.runtime import run_ranks
-from aiorma.transport.base import RmaOp
-from aiorma.transport.local import LocalEndpoint, LocalNetwork
+
+from .tearing_network import TearingNetwork
 
 
 def run(main: Any, nprocs: int = 2) -> list[Any]:
@@ -171,48 +171,13 @@ def test_a_signal_of_several_words_is_written_inside_the_call() -> None:
     assert run(main)[1] == [0, 5, -6, 2**40]
 
 
-class _FarEndpoint(LocalEndpoint):
-    """A local endpoint whose peers are "on another node": a put may reach them in pieces that
-    split a word (as MPICH's network module delivered a large put in one CI run), so it says puts
-    do not store words whole there, and it records how signal words were written."""
-
-    def __init__(self, network: LocalNetwork, rank: int) -> None:
-        super().__init__(network, rank)
-        self.writes: list[tuple[str, int]] = []
-
-    def stores_words_whole(self, target: int) -> bool:
-        return target == self.rank
-
-    def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
-        self.writes.append(("put_flushed", int(data.size)))
-        return super().put_flushed(win_id, target, disp, data)
-
-    def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
-        if target == self.rank or words.size == 1:
-            return self.put_flushed(win_id, target, disp, words)
-        self.writes.append(("put_words_flushed", int(words.size)))
-        return False  # no inline path: the caller takes the general one
-
-    def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
-        self.writes.append((f"{op.kind.value}/{op.op.name}", op.count))
-        return super().issue(win_id, token, op)
-
-
-class _FarNetwork(LocalNetwork):
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self.endpoints = [_FarEndpoint(self, rank) for rank in range(size)]
-
-
 @pytest.mark.timeout(60)
 def test_signal_words_to_another_node_are_written_whole() -> None:
-    """Towards a peer whose puts may split a word, a signal of several words is one put per
-    word (each word one small message, delivered whole), not one put of them all — beyond 8
-    words one accumulate with REPLACE (applied element by element); one word is one put.  Inside
-    the call that is the transport's put_words_flushed (the MPI transport's is checked by the LL
-    torn-word check between two emulated nodes, tests/test_ll.py, which found the problem);
-    here the transport declines, so the general path must split the words."""
-    network = _FarNetwork(2)
+    """Towards a peer whose puts may land in pieces that split a word (another node), a signal
+    — one word or several — is one accumulate with REPLACE, applied element by element, never a
+    put; the transport declines to write it inside the call.  On the tearing network a reader
+    waiting for the words never sees one half-written."""
+    network = TearingNetwork(2)
 
     async def main(comm: aiorma.Comm) -> list[int]:
         win = await comm.win_allocate(14, np.int64)
@@ -221,16 +186,19 @@ def test_signal_words_to_another_node_are_written_whole() -> None:
             if comm.rank == 0:
                 endpoint = network.endpoints[0]
                 endpoint.writes.clear()
-                await win.signal(1, 0, 7)
-                assert endpoint.writes == [("put_flushed", 1)], endpoint.writes
+                await win.signal(1, 0, 2**33 + 7)
+                assert ("accumulate/REPLACE", 1) in endpoint.writes, endpoint.writes
+                puts = [kind for kind, _ in endpoint.writes if kind in ("put/REPLACE", "put_flushed")]
+                assert not puts, endpoint.writes
                 endpoint.writes.clear()
-                words = np.array([5, -6, 2**40], np.int64)
-                await win.signal(1, 1, words)
-                assert ("put", 3) not in endpoint.writes and ("put_flushed", 3) not in endpoint.writes
-                assert endpoint.writes.count(("put/REPLACE", 1)) == 3, endpoint.writes
-                endpoint.writes.clear()
-                await win.signal(1, 4, np.arange(10, 20, dtype=np.int64))  # many words: one accumulate
-                assert ("accumulate/REPLACE", 10) in endpoint.writes, endpoint.writes
+                await win.signal(1, 1, np.array([5, -6, 2**40 + 3], np.int64))
+                assert ("accumulate/REPLACE", 3) in endpoint.writes, endpoint.writes
+                await win.signal(1, 4, np.arange(10, 20, dtype=np.int64))
+            else:
+                # Every word is seen whole: the old value (0) or the new one, never a mix.
+                for index, value in ((0, 2**33 + 7), (2, -6), (3, 2**40 + 3), (13, 19)):
+                    await win.wait_until(index, "!=", 0)
+                    assert win.memory[index] == value, (index, win.memory[index])
         await comm.barrier()
         seen = win.memory.tolist()
         await win.free()
@@ -239,4 +207,4 @@ def test_signal_words_to_another_node_are_written_whole() -> None:
     async def both() -> list[list[int]]:
         return await run_ranks(main, (), network)
 
-    assert asyncio.run(both())[1] == [7, 5, -6, 2**40, *range(10, 20)]
+    assert asyncio.run(both())[1] == [2**33 + 7, 5, -6, 2**40 + 3, *range(10, 20)]

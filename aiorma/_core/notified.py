@@ -21,7 +21,7 @@ import numpy as np
 from ..constants import SIGNAL_SET, Op, SignalOp
 from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
 from ..request import Request, finish_as
-from ..transport.base import WORDS_PUT_ONE_BY_ONE, Endpoint, RmaKind, RmaOp
+from ..transport.base import Endpoint, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
 if TYPE_CHECKING:
@@ -110,7 +110,11 @@ class NotifiedAccess:
         # must not be overtaken by a later one (two puts in flight to one word may land in
         # either order).
         earlier = self._signals_pending.get(target)
-        if earlier is None:
+        if earlier is None and self._engine.flush_inline(target):
+            # Everything earlier towards target is complete there already: write it now (the
+            # common case towards another node, where a SIGNAL_SET is an accumulate).
+            signalled = self._write_signal(word)
+        elif earlier is None:
             signalled = flushed_then_written()
         else:
             signalled = self._after(earlier, flushed_then_written, "signal")
@@ -130,11 +134,11 @@ class NotifiedAccess:
         put-and-flush (True).  False changed nothing."""
         if not self._inline:
             return False
-        if type(value) is int:  # one word: a put keeps it whole everywhere
+        if type(value) is int:
             return (
                 self._signal_plain(target, index, value)
                 and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
-                and self._endpoint.put_flushed(self._win_id, target, index, np.array([value], np.int64))
+                and self._endpoint.put_words_flushed(self._win_id, target, index, np.array([value], np.int64))
             )
         return (
             self._dtype is _INT64
@@ -185,7 +189,7 @@ class NotifiedAccess:
         ):
             # The signal window was checked above and nothing happened on it since.
             word = np.array([value], np.int64)
-            if signal._endpoint.put_flushed(signal._win_id, target, index, word):
+            if signal._endpoint.put_words_flushed(signal._win_id, target, index, word):
                 return Request.finished(None, None, "put_signal")
             return signal.signal(target, index, value, SIGNAL_SET)
         if signal is None:
@@ -224,9 +228,9 @@ class NotifiedAccess:
             self._watcher = None
 
     def _check_signal(self, target: Any, index: Any, value: Any, op: Any) -> tuple[int, int, RmaOp]:
-        """Refuse a bad signal at the call; the op that writes it (several, one per word, when
-        :meth:`_write_signal` puts them one by one).  Its words are a copy: this path writes them
-        later, after a flush, and the caller may reuse an array ``value`` at once."""
+        """Refuse a bad signal at the call; the op that writes it.  Its words are a copy: this
+        path writes them later, after a flush, and the caller may reuse an array ``value`` at
+        once."""
         self._check_open()
         if self._dtype != _INT64:
             raise RmaTypeError(f"signal words are int64: the signal window has dtype {self._dtype}")
@@ -244,14 +248,11 @@ class NotifiedAccess:
         """The signal write and the flush that completes it at the target."""
         words = word.origin
         assert words is not None
-        if word.kind is RmaKind.PUT and words.size > 1 and not self._endpoint.stores_words_whole(word.target):
-            # Towards a peer whose puts may arrive in pieces that split a word: a put per word,
-            # or for many words one accumulate (MPI applies it element by element).
-            if words.size > WORDS_PUT_ONE_BY_ONE:
-                self._window.accumulate(words, word.target, word.disp, Op.REPLACE)
-            else:
-                for i in range(words.size):
-                    self._window.put(words[i : i + 1], word.target, word.disp + i)
+        if word.kind is RmaKind.PUT and not self._endpoint.stores_words_whole(word.target):
+            # Towards a peer whose puts may land in pieces that split a word (another node): an
+            # accumulate with REPLACE, which MPI applies element by element, so the reader never
+            # loads half of one signal and half of another (docs/architecture.md).
+            self._window.accumulate(words, word.target, word.disp, Op.REPLACE)
         elif word.kind is RmaKind.PUT:
             self._window.put(words, word.target, word.disp)
         else:

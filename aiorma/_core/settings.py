@@ -96,11 +96,10 @@ class Settings:
         ``AIORMA_INLINE`` (default ``1``; ``AIORMA_THIN``, its retired name, is read when it is unset)
             ``0`` turns off inline waiting (awaiting a pending Request polls for a few tens of
             microseconds before it suspends), notified signals written inside the call, and the
-            MPI transport's off-node fast paths
-            (puts, gets and notifications into another node's allocated memory as plain puts
-            completed by ``Flush``; atomics into a peer that runs the progress thread made
-            inline).  For tests that check both ways give the same results; any other value
-            leaves them on.
+            MPI transport's off-node fast paths (puts and gets into another node's allocated
+            memory as plain ones completed by ``Flush``; atomics into a peer that runs the
+            progress thread made inline).  For tests that check both ways give the same
+            results; any other value leaves them on.
         ``AIORMA_PROGRESS_THREAD`` (default ``1``)
             ``0`` (or empty) turns off the MPI transport's progress thread, which drives MPI
             progress while the event loop computes without awaiting, for ranks that have peers on

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._cli import command_parser
+from ..collectives.bcast import await_all
 from ..constants import SUM
 from ._launch import add_emulate_nodes_option, ensure_mpi_ranks, launched_rank, mpi_library_name
 
@@ -60,9 +61,9 @@ async def _batch(comm: Any, kind: str, nbytes: int, iters: int) -> float:
 
     async def round_trip() -> None:
         if rank == 0 or kind == "self":
-            sent = landing.send(peer, buf)
-            await landing.recv(peer, buf)
-            await sent
+            # Together, as the collectives do: a send not finished inside its call (a data-slot
+            # message to another node) is a coroutine that moves only while awaited.
+            await await_all([landing.send(peer, buf), landing.recv(peer, buf)])
         else:
             await landing.recv(peer, buf)
             await landing.send(peer, buf)

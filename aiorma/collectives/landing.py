@@ -3,9 +3,12 @@
 Every Comm owns three windows, created collectively at start-up (``Comm._start``) and kept under
 one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
 
-* ``flags`` (int64, ``4·P`` counters on every rank).  Each has one writer and only grows, so it
-  is written with :meth:`Window.signal` (a put, flushed, after everything issued before it to
-  that rank): no atomic, so no work for the receiver's CPU on any node, and never overtaken:
+* ``flags`` (int64, ``4·P`` counters on every rank).  Each has one writer and only grows.  On
+  this node it is written with :meth:`Window.signal` (a put, flushed, after everything issued
+  before it to that rank): no atomic, no work for the receiver's CPU.  Towards another node,
+  where a put's bytes may land in pieces and the receiver reads the flag meanwhile, it is an
+  accumulate with REPLACE, which lands whole; successive values of one flag land in order (MPI's
+  default ``accumulate_ordering``), so a flag is never seen to go back:
 
   ===============  =========================================================================
   ``SIG + s``      flag-only messages ("signals") rank ``s`` has sent us (barrier, ...)
@@ -21,8 +24,9 @@ one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
   ``(s·L + j)·W``, for messages of at most ``4·W`` bytes (:mod:`.ll`).
 
 **Small messages** (at most ``LandingConfig.ll_bytes``, 8 bytes by default) are LL messages: one
-put of words that each carry 4 payload bytes and the message's sequence number, then one flush
-(one :meth:`Window.signal` of the words: both in one call) — the receiver knows the message has landed
+write of words that each carry 4 payload bytes and the message's sequence number (on this node
+one :meth:`Window.signal` of the words: a put and a flush in one call; towards another node one
+accumulate with REPLACE) — the receiver knows the message has landed
 when every word of the slot carries the number it expects, so there is no flag write (:mod:`.ll`;
 why a word is never seen half-written: docs/architecture.md, *One put per small message*).  LL
 message ``o`` (counted per ordered pair) from ``s`` lands in LL slot ``o mod L`` once ``s``'s
@@ -36,8 +40,8 @@ Comm's collectives run in call order on every rank, see :mod:`.runner`):
    that used the slot before;
 2. **data**: ``A`` puts the bytes into ``B``'s slot ``o mod K``;
 3. **flush**: ``A`` awaits ``flush(B)`` on the data window: the data is *remotely complete*;
-4. **flag**: only then ``A`` sets ``B``'s ``DATA + A`` to ``o + 1`` (data before flag).  A
-   one-chunk message with a free slot does 2–4 inside the call, as one
+4. **flag**: only then ``A`` sets ``B``'s ``DATA + A`` to ``o + 1`` (data before flag).  On this
+   node a one-chunk message with a free slot does 2–4 inside the call, as one
    :meth:`Window.put_signal`;
 5. ``B`` sees ``DATA + A ≥ o + 1``, copies (or reduces) the slot out, and raises ``A``'s
    ``CREDIT + B`` to the number of chunks it has consumed — only once every ``K`` chunks: ``A``
@@ -198,6 +202,9 @@ class Landing:
         self._data_mem = data.memory
         self._progress = world.driver.progress
         self.polling = world.polled
+        # Where a put of words lands them whole (this node), flags and LL words are signals, put
+        # and flushed inside the call; elsewhere accumulates (see _write_words).
+        self._words_whole = [world.endpoint.stores_words_whole(rank) for rank in range(size)]
         self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
         self.ll_watcher = SlotWatcher(ll.memory, world.driver.waiter)
         self._ll_mem = self.ll_watcher.memory  # the LL window's words as uint64
@@ -310,7 +317,8 @@ class Landing:
         """Send the bytes of ``data`` (1-D uint8, contiguous) to ``dst``, which must receive
         exactly as many bytes from us at the same point of the same collective.  The numbering is
         fixed at the call; the awaitable finishes when every chunk is flagged at ``dst``, after
-        which ``data`` may be reused.
+        which ``data`` may be reused.  One not finished inside the call moves only while it is
+        awaited: await it together with the step's receives (``await_all``), never after them.
 
         ``part_of``: ``data`` is one chunk, handed to a :meth:`recv_with` consumer, of a message
         of ``part_of`` bytes, forwarded as it arrives (``dst`` receives the whole message at
@@ -346,11 +354,42 @@ class Landing:
             return None
         disp = (self.rank * self.slots + ordinal % self.slots) * self.slot_bytes
         self._chunks_sent[dst] = end
+        if not self._words_whole[dst]:
+            return self._put_then_flag(dst, data, disp, end)
         sent = self._data.win.put_signal(data, dst, disp, self._flags.win, self.DATA + self.rank, end)
         if sent.done() and sent.exception() is None:
             return self._done
         tail = self._send_tail[dst] = self._loop.create_future()
         sent.add_done_callback(lambda request: finish_as(tail, request))
+        return tail
+
+    def _put_then_flag(self, dst: int, data: np.ndarray, disp: int, end: int) -> asyncio.Future[None]:
+        """:meth:`_send_now` towards another node: the put and its flush (inside the call where
+        the network completes it), then the flag, an accumulate that is issued, not waited for
+        (:meth:`_write_words`) — a ``put_signal`` would wait for the flag to land."""
+        win = self._data.win
+        win.put(data, dst, disp)
+        flushed = win.flush(dst)
+        if flushed.done() and flushed.exception() is None:
+            self._raise_flag(dst, self.DATA + self.rank, end)
+            return self._done
+        tail = self._send_tail[dst] = self._loop.create_future()
+
+        def then(request: Request) -> None:
+            error = request.exception()
+            if error is None:
+                try:
+                    self._raise_flag(dst, self.DATA + self.rank, end)
+                except Exception as exc:  # the window failed or closed meanwhile
+                    error = exc
+            if tail.done():
+                return
+            if error is None:
+                tail.set_result(None)
+            else:
+                tail.set_exception(error)
+
+        flushed.add_done_callback(then)
         return tail
 
     def recv(self, src: int, out: np.ndarray) -> Awaitable[None]:
@@ -521,19 +560,21 @@ class Landing:
         await self._put_ll(dst, words, disp)
 
     def _put_ll(self, dst: int, words: np.ndarray | int, disp: int) -> Awaitable[None]:
-        """Put the words and flush, as one :meth:`Window.signal` of the words: a put and a flush
-        in one transport call, made inside the call by the engine — several microseconds cheaper
-        than ``put`` + ``flush`` in the lock_all epoch (measured: docs/collectives.md, *What it
-        costs*).  Nothing else goes to ``dst`` on the LL window, so the signal's "after every
-        earlier call" ordering costs nothing extra."""
-        flushed = self._ll.win.signal(dst, disp, words)
+        """Write the words (:meth:`_write_words`): on this node one :meth:`Window.signal`, a put
+        and a flush in one transport call made inside the call by the engine — several
+        microseconds cheaper than ``put`` + ``flush`` in the lock_all epoch (measured:
+        docs/collectives.md, *What it costs*).  Nothing else goes to ``dst`` on the LL window, so
+        the signal's "after every earlier call" ordering costs nothing extra.
+
+        The send is complete once the signal is issued: the words are our own copy, so nothing
+        waits for them to land — as a data-slot message is sent once its flag is issued.  That
+        matters between nodes, where the signal is an accumulate that ``dst``'s progress applies
+        (docs/architecture.md, *One put per small message*): the sender does not wait for it."""
+        flushed = self._write_words(self._ll.win, dst, disp, words)
         if not flushed.done():
-            if self.polling:
-                self._progress()  # as in _send: carry the flush out now, not a loop turn later
-            if not flushed.done():
-                future = self._loop.create_future()
-                flushed.add_done_callback(lambda request: finish_as(future, request))
-                return future
+            # Nobody awaits it: a failure reaches the collectives through the Comm's failure.
+            flushed.add_done_callback(_retrieve)
+            return self._done
         error = flushed.exception()
         if error is not None:
             raise error
@@ -587,13 +628,27 @@ class Landing:
 
     # ------------------------------------------------------------------ flags
 
+    def _write_words(self, win: Window, dst: int, index: int, words: np.ndarray | int) -> Request:
+        """Write int64 ``words`` (or one word) at ``index`` of ``dst``'s ``win``, each seen whole
+        by ``dst``, whose collectives read them while they may be landing.  On this node one
+        :meth:`Window.signal` (a put and a flush inside the call).  Towards another node, where
+        a put's bytes may land in pieces, one accumulate with REPLACE (MPI applies it element by
+        element: docs/architecture.md, *One put per small message*), issued and not waited for:
+        no order is needed with anything but the earlier writes of the same words, which MPI's
+        default ``accumulate_ordering`` keeps (an LL slot is rewritten only after its credit, a
+        flag only grows); the epoch's close completes it."""
+        if self._words_whole[dst]:
+            return win.signal(dst, index, words)
+        origin = np.array([words], np.int64) if isinstance(words, int) else words
+        return win.accumulate(origin, dst, index, Op.REPLACE)
+
     def _raise_flag(self, dst: int, index: int, value: int) -> None:
-        """Set ``dst``'s ``flags[index]`` to ``value`` with :meth:`Window.signal`: a put after
-        everything we issued to ``dst`` on the flag window, flushed.  Every flag has one writer
-        (this rank) and only grows, so a plain put is enough — no atomic, hence no work for
-        ``dst``'s CPU even on another node; ``signal`` writes successive signals to one rank one
-        after the other, so a later value never lands before an earlier one."""
-        written = self._flags.win.signal(dst, index, value)
+        """Set ``dst``'s ``flags[index]`` to ``value`` (:meth:`_write_words`).  Every flag has one
+        writer (this rank) and only grows, so on this node a plain put is enough (no atomic),
+        written after everything we issued to ``dst`` on the flag window; towards another node an
+        accumulate with REPLACE, which lands whole.  Either way a later value never lands before
+        an earlier one."""
+        written = self._write_words(self._flags.win, dst, index, value)
         if not written.done():
             # Nobody awaits it: a failure reaches the collectives through the Comm's failure, so
             # only mark it seen here (asyncio would log it as never retrieved).

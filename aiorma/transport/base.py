@@ -111,12 +111,6 @@ class Sink(Protocol):
         Request of this rank fails with PeerFailed."""
 
 
-#: Where puts may split a word, a signal of up to this many words is written one put per word (a
-#: round trip for all of them); a longer one by one accumulate with REPLACE, which MPI applies
-#: element by element (one op, but served by the target's progress).
-WORDS_PUT_ONE_BY_ONE = 8
-
-
 class Endpoint(Protocol):
     """One rank's view of a transport."""
 
@@ -164,18 +158,17 @@ class Endpoint(Protocol):
 
     def stores_words_whole(self, target: int) -> bool:
         """True when a put of aligned int64 words into ``target``'s memory is seen by
-        ``target``'s loads one whole word at a time, however many words the put has (shared
-        memory, in-process copies); False when the transport may deliver a put's bytes in pieces
-        that split a word (MPICH's network module between nodes).  A put of *one* word is whole
-        everywhere: one aligned 8-byte element in one small message (see docs/architecture.md,
-        *One put per small message*).  Symmetric: ``target`` gets the same answer about this
-        rank."""
+        ``target``'s loads one whole word at a time (shared memory, in-process copies); False
+        when the transport may deliver a put's bytes in pieces that split a word, even a put of
+        one word (another node: MPI promises nothing about a load racing a put).  Words that
+        must be seen whole there are written with accumulates, which MPI applies element by
+        element (docs/architecture.md, *One put per small message*).  Symmetric: ``target``
+        gets the same answer about this rank."""
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
         """:meth:`put_flushed` of int64 ``words`` (an int64 window) such that ``target``'s loads
-        see each word whole: one put of them all where :meth:`stores_words_whole`, else one put
-        per word (at most :data:`WORDS_PUT_ONE_BY_ONE`), then one flush.  True when done inside
-        the call; False changed nothing."""
+        see each word whole: only where :meth:`stores_words_whole`.  True when done inside the
+        call; False changed nothing (the caller writes them with an accumulate)."""
 
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 

@@ -134,6 +134,8 @@ class PresenceBoard:
                     self._win.Accumulate(flag, peer, self.rank, MPI.REPLACE)
                     self._win.Flush(peer)
                 elif self._passive_puts:
+                    # A put, although the peer reads the word while it may land in pieces: it
+                    # only ever goes between 0 and 1, which differ in one byte.
                     self._win.Put(flag, peer, self.rank)
                     self._win.Flush(peer)
         return True

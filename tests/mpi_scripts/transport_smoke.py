@@ -30,6 +30,25 @@ from aiorma.transport.mpi import MpiEndpoint
 CREATED, ALLOCATED, MISMATCHED, UNWATCHED = 1, 2, 3, 4
 
 
+class RecordingWin:
+    """An MPI window that records the names of the methods called on it."""
+
+    def __init__(self, win: MPI.Win) -> None:
+        self.win = win
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.win, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: object, **kwargs: object) -> object:
+            self.calls.append(name)
+            return attr(*args, **kwargs)
+
+        return call
+
+
 class RecordingSink:
     def __init__(self) -> None:
         self.events: list[tuple] = []
@@ -169,10 +188,17 @@ async def main(out_dir: Path) -> None:
 
     # Data before flag: the word is raised only after the flush was reported.
     control = layout1.control
+    window = ep._windows[CREATED]
+    ctrl, window.ctrl = window.ctrl, RecordingWin(window.ctrl)
     ep.control_write(CREATED, right, 0, AtomicOp.MAX, 7)
     ep.control_write(CREATED, right, 0, AtomicOp.MAX, 3)  # max: never lowers it
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)  # to self
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)
+    # A control word is read while peers write it: towards another node, whose network may
+    # land a put's bytes in pieces, it is never written by a put (an accumulate lands whole).
+    if not ep.stores_words_whole(right):
+        assert "Put" not in window.ctrl.calls, window.ctrl.calls
+    window.ctrl = ctrl
     # The memory may change before poll reports it; poll must report it.
     await poll_until(ep, lambda: control[0] == 7 and control[1] == 4 and CREATED in sink.changed)
     # ... except on a window created with watch_control=False: the word lands, and polls that

@@ -35,7 +35,7 @@ from mpi4py import MPI
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
 from ...errors import PeerFailed, TransportError
-from ..base import WORDS_PUT_ONE_BY_ONE, PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from ..base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
@@ -83,10 +83,11 @@ class MpiEndpoint:
         shared = not settings.mpich_nolocal
         self._passive = [shared and host == here for host in hosts]
         # Off-node fast paths, off with AIORMA_INLINE=0 (the tests run both ways):
-        # puts, gets and notifications into another node's allocated memory as plain puts
-        # completed by Flush (the network delivers them without the target's CPU), and atomics
-        # into a peer that runs the progress thread made inline (_answered_by_peer).  Off, they
-        # are accumulates served by the target's progress, as before.
+        # puts and gets into another node's allocated memory as plain ones completed by Flush
+        # (the network delivers them without the target's CPU), and atomics into a peer that
+        # runs the progress thread made inline (_answered_by_peer).  Off, they are accumulates
+        # served by the target's progress.  Words a peer reads while they are written (control
+        # words, signals) are accumulates there either way (stores_words_whole).
         self._passive_puts = settings.inline
         if not multiple:
             raise RuntimeError(
@@ -111,9 +112,6 @@ class MpiEndpoint:
         # Control-window ops towards another node not yet remotely complete, per (win_id, dest):
         # while any is in flight a ``Flush`` there would wait for the target's progress.
         self._ctrl_inflight: dict[tuple[int, int], int] = {}
-        # The value each max-word of another node was last raised to by this rank: (win_id, dest,
-        # index) -> value (see control_write).
-        self._raised: dict[tuple[int, int, int], int] = {}
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
         self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
@@ -195,7 +193,6 @@ class MpiEndpoint:
         self._created_windows -= not window.allocated
         # Unlock_all below completes the puts a Flush has not yet.
         self._unflushed = {key for key in self._unflushed if key[0] != win_id}
-        self._raised = {word: value for word, value in self._raised.items() if word[0] != win_id}
 
         def free() -> np.ndarray | None:
             return window.free_collectively(self._win_comm, self._lifecycle_key)
@@ -390,31 +387,24 @@ class MpiEndpoint:
         return False
 
     def stores_words_whole(self, target: int) -> bool:
-        """Only on this node: shared memory is written by ``memcpy``, whose stores never split
-        an aligned word.  To another node MPICH's network module may deliver a put's bytes in
-        pieces of any length (a 64 KiB put was seen with words half-written between two emulated
-        nodes), so words that must arrive whole go one put each there.  Symmetric: host names
-        are the same for every rank, and mpiexec gives every rank the same
+        """On this node, and towards this rank itself: shared memory is written by ``memcpy``,
+        whose stores never split an aligned word, and a put to oneself is a copy by the calling
+        thread, which no load of ours can interleave.  Towards another node a put's bytes may
+        land in pieces (between two emulated nodes CI runs saw words half-written, once with one
+        put per word), so words that must arrive whole are accumulates there.  Symmetric: host
+        names are the same for every rank, and mpiexec gives every rank the same
         ``MPIR_CVAR_NOLOCAL``."""
-        return self._passive[target]
+        return self._passive[target] or target == self.rank
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
-        """One ``Put`` per word towards another node (each a small message the network delivers
-        whole), then one ``Flush``: a round trip, as for one put (the LL words of a message need
-        no order among themselves)."""
-        one_by_one = words.size > 1 and not self._passive[target]
-        if one_by_one and words.size > WORDS_PUT_ONE_BY_ONE:
-            return False  # an accumulate, which needs the target's progress: not inside the call
-        return self._put_flushed(win_id, target, disp, words, one_by_one)
+        """:meth:`put_flushed` where :meth:`stores_words_whole`; towards another node nothing (an
+        accumulate, which needs the target's progress, cannot complete inside the call)."""
+        return self.stores_words_whole(target) and self.put_flushed(win_id, target, disp, words)
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated
         memory — shared memory on this node (about a microsecond), the network to another node
         (a round trip, without the target's CPU: see :meth:`issue`)."""
-        return self._put_flushed(win_id, target, disp, data, False)
-
-    def _put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray, one_by_one: bool) -> bool:
-        """:meth:`put_flushed`, the data as one ``Put`` or (``one_by_one``) one per element."""
         window = self._windows[win_id]
         if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
             return False
@@ -423,11 +413,7 @@ class MpiEndpoint:
             return False  # the caller's contract says otherwise; be safe, take the general path
         win, dt, units = window.win, window.datatype, window.units
         try:
-            if one_by_one:
-                for i in range(data.size):
-                    win.Put([data[i : i + 1], dt], target, (disp + i, units, dt))
-            else:
-                win.Put([data, dt], target, (disp, data.size * units, dt))
+            win.Put([data, dt], target, (disp, data.size * units, dt))
             win.Flush(target)
         except MPI.Exception as exc:
             raise TransportError(f"put: {exc}") from exc
@@ -455,16 +441,13 @@ class MpiEndpoint:
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
         """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``.
 
-        A max-word has one writer, this rank (the contract of :meth:`Endpoint.control_write`), so
-        towards another node it is raised by a plain put of the new value, completed by a
-        ``Flush`` before the call returns: the network delivers it without ``dest``'s CPU, and
-        since each such put is remotely complete before the next one is issued, a later value
-        can never be overtaken by an earlier one.  A value not above the last one this rank
-        raised the word to is not sent at all: a put would lower the word, where a max changes
-        nothing.  That ``Flush`` must not wait for an op
-        of ours that needs ``dest``'s progress, so while one is in flight on the control window
-        (a lock atomic), the write goes the same way those do: an accumulate (``Rget_accumulate``,
-        whose completion is remote completion) served by ``dest``'s progress.
+        On this node an ``Accumulate`` into shared memory, applied inside the call.  Towards
+        another node an accumulate too, served by ``dest``'s progress (``Rget_accumulate``, whose
+        completion the poll tests), never a plain put of the new value: ``dest`` reads its
+        control words while peers write them, and a put's bytes may land there in pieces — a
+        load between two pieces could see a value that was never written, even one above the
+        true value (docs/architecture.md, *One put per small message*), where MPI applies an
+        accumulate element by element.
         """
         window = self._windows[win_id]
         with map_transport_errors("control write"):
@@ -474,19 +457,6 @@ class MpiEndpoint:
                 # Shared memory: MPICH applies it in the call; Flush_local releases the buffer.
                 window.ctrl.Accumulate(buf, dest, index, CONTROL_OPS[op])
                 window.ctrl.Flush_local(dest)
-            elif op is AtomicOp.MAX and self._passive_puts:
-                word = (win_id, dest, index)
-                if value <= self._raised.get(word, -1):
-                    return  # the word holds this value already, or will
-                self._raised[word] = value
-                if self._ctrl_inflight.get((win_id, dest)):
-                    self._control_accumulate(window, dest, index, op, value)
-                else:
-                    buf = self._word_buffers[0]
-                    buf[0] = value
-                    with self._towards(dest):
-                        window.ctrl.Put(buf, dest, index)
-                        window.ctrl.Flush(dest)  # a round trip: nothing in flight needs dest's CPU
             else:
                 self._control_accumulate(window, dest, index, op, value)
         if dest != self.rank:
