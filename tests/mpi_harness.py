@@ -177,11 +177,16 @@ _dump_stacks_when_asked()
 
 
 def run_mpi(
-    script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
+    script: str | Path,
+    nprocs: int,
+    *args: str,
+    timeout: float = 120,
+    emulate_nodes: int = 0,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """:func:`launch_mpi`, raising AssertionError with the captured stdout/stderr on a non-zero
     exit or a timeout."""
-    outcome = launch_mpi(script, nprocs, *args, timeout=timeout, emulate_nodes=emulate_nodes)
+    outcome = launch_mpi(script, nprocs, *args, timeout=timeout, emulate_nodes=emulate_nodes, env=env)
     if not outcome.ok:
         raise AssertionError(outcome.describe(tail=1 << 20))
     return subprocess.CompletedProcess(outcome.command, outcome.returncode, outcome.stdout, outcome.stderr)
@@ -205,14 +210,19 @@ RESULTS_DIR = "AIORMA_TEST_RESULTS"
 
 
 def run_mpi_json(
-    script: str | Path, nprocs: int, *args: str, timeout: float = 120, emulate_nodes: int = 0
+    script: str | Path,
+    nprocs: int,
+    *args: str,
+    timeout: float = 120,
+    emulate_nodes: int = 0,
+    env: dict[str, str] | None = None,
 ) -> list[Any]:
     """:func:`run_mpi`, then each rank's result as written by :func:`write_rank_result`, in rank
     order (mpiexec interleaves the ranks' stdout, so results travel in files, not in text)."""
     with tempfile.TemporaryDirectory() as results:
         os.environ[RESULTS_DIR] = results
         try:
-            proc = run_mpi(script, nprocs, *args, timeout=timeout, emulate_nodes=emulate_nodes)
+            proc = run_mpi(script, nprocs, *args, timeout=timeout, emulate_nodes=emulate_nodes, env=env)
         finally:
             del os.environ[RESULTS_DIR]
         found = sorted(Path(results).glob("rank*.json"), key=lambda p: int(p.stem[4:]))

@@ -134,23 +134,33 @@ TORN = REPO_ROOT / "tests" / "mpi_scripts" / "ll_torn_words.py"
 BATTERY = REPO_ROOT / "tests" / "mpi_scripts" / "ll_battery.py"
 
 
+#: Where the ranks run: one node; two emulated nodes; the same with UCX, the wheel's network module,
+#: kept to TCP, which delivers a put only with the target's progress (the emulated nodes' default,
+#: cross-memory attach, needs none: docs/architecture.md, *Across nodes*).
+NETWORKS = [(1, None), (2, None), (2, {"UCX_TLS": "tcp,self"})]
+NETWORK_IDS = ["one_node", "two_emulated_nodes", "two_emulated_nodes_tcp"]
+
+
 @pytest.mark.mpi
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
-def test_battery_with_multiword_ll_under_mpiexec(nodes: int) -> None:
+@pytest.mark.parametrize(("nodes", "env"), NETWORKS, ids=NETWORK_IDS)
+def test_battery_with_multiword_ll_under_mpiexec(nodes: int, env: dict[str, str] | None) -> None:
     """The quick battery under mpiexec with LL messages up to 1 KiB in 2 slots per peer (the
     default sends only one-word messages as LL): every check must pass on every rank."""
     if nodes == 2 and (reason := emulation_unavailable()) is not None:
         pytest.skip(reason)
-    ranks = run_mpi_json(BATTERY, 3, "1024", "2", timeout=360, emulate_nodes=nodes if nodes > 1 else 0)
+    emulate = nodes if nodes > 1 else 0
+    ranks = run_mpi_json(BATTERY, 3, "1024", "2", timeout=360, emulate_nodes=emulate, env=env)
     assert ranks == [QUICK] * 3
 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
+@pytest.mark.parametrize(("nodes", "env"), NETWORKS, ids=NETWORK_IDS)
 @pytest.mark.parametrize(("ll_bytes", "sizes"), [(1024, "4,8,64,1024"), (65536, "4096,65536")])
-def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str, nodes: int) -> None:
+def test_no_torn_words_under_mpiexec(
+    ll_bytes: int, sizes: str, nodes: int, env: dict[str, str] | None
+) -> None:
     """The property LL messages stand on, measured on the MPI transport: rank 1 reads the slot
     rank 0 is writing, again and again, and no word it ever reads mixes two writes — also for
     messages far larger than the default ``ll_bytes`` (other memcpy strategies), and between two
@@ -158,7 +168,7 @@ def test_no_torn_words_under_mpiexec(ll_bytes: int, sizes: str, nodes: int) -> N
     if nodes == 2 and (reason := emulation_unavailable()) is not None:
         pytest.skip(reason)
     emulate = nodes if nodes > 1 else 0
-    ranks = run_mpi_json(TORN, 2, str(ll_bytes), sizes, "3000", timeout=240, emulate_nodes=emulate)
+    ranks = run_mpi_json(TORN, 2, str(ll_bytes), sizes, "3000", timeout=240, emulate_nodes=emulate, env=env)
     reader = ranks[1]
     assert reader["torn"] == 0, reader
     assert reader["reads"] >= 3000
