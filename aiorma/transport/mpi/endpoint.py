@@ -109,9 +109,6 @@ class MpiEndpoint:
         # into another node's allocated memory is passive (the network delivers it without the
         # target's CPU), so a blocking ``Flush`` completes it in a network round trip.
         self._unflushed: set[tuple[int, int]] = set()
-        # Control-window ops towards another node not yet remotely complete, per (win_id, dest):
-        # while any is in flight a ``Flush`` there would wait for the target's progress.
-        self._ctrl_inflight: dict[tuple[int, int], int] = {}
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
         self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
@@ -471,17 +468,7 @@ class MpiEndpoint:
             request = window.ctrl.Rget_accumulate(
                 [buf, MPI.INT64_T], [scratch, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), CONTROL_OPS[op]
             )
-        key = (window.win_id, dest)
-        self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
-        self._writes.append((request, (buf, scratch), key))
-
-    def _ctrl_landed(self, key: tuple[int, int]) -> None:
-        """A control-window op towards another node is remotely complete."""
-        left = self._ctrl_inflight[key] - 1
-        if left:
-            self._ctrl_inflight[key] = left
-        else:
-            del self._ctrl_inflight[key]
+        self._writes.append((request, (buf, scratch), (window.win_id, dest)))
 
     def _answered_by_peer(self, dest: int) -> bool:
         """True when an atomic into ``dest`` may block the loop: ``dest`` is on another node and
@@ -525,7 +512,6 @@ class MpiEndpoint:
         origin = np.array([value], np.int64)
         result = np.zeros(1, np.int64)
         self._doorbell.ring(dest)
-        key = (win_id, dest)
         with map_transport_errors("control fetch"):
             if op is AtomicOp.CAS:
                 expected = np.array([compare], np.int64)
@@ -535,10 +521,8 @@ class MpiEndpoint:
                     ctrl.Flush_local(dest)
 
                 def swapped(_: object) -> None:
-                    self._ctrl_landed(key)
                     self._fetched(win_id, token, result)
 
-                self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
                 self._in_thread(cas, swapped)
                 return None
             # The origin and result datatypes named as the target's: mpi4py maps an int64 array
@@ -546,7 +530,6 @@ class MpiEndpoint:
             request = ctrl.Rget_accumulate(
                 [origin, MPI.INT64_T], [result, MPI.INT64_T], dest, (index, 1, MPI.INT64_T), CONTROL_OPS[op]
             )
-        self._ctrl_inflight[key] = self._ctrl_inflight.get(key, 0) + 1
         self._fetches.append((win_id, token, request, result))
         self._fetch_targets[token] = dest
         return None
@@ -675,7 +658,7 @@ class MpiEndpoint:
             return False
         self._fetches = [entry for entry in self._fetches if entry not in done]
         for win_id, token, _request, result in done:
-            self._ctrl_landed((win_id, self._fetch_targets.pop(token)))
+            del self._fetch_targets[token]
             self._fetched(win_id, token, result)
         return True
 
@@ -686,9 +669,7 @@ class MpiEndpoint:
                 finished = entry[0].Test()
             except MPI.Exception as error:  # its target is gone (see _towards)
                 self._failed_towards(entry[2][1], error)
-            if finished:
-                self._ctrl_landed(entry[2])
-            else:
+            if not finished:
                 left.append(entry)
         self._writes = left
 
