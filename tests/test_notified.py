@@ -174,9 +174,11 @@ def test_a_signal_of_several_words_is_written_inside_the_call() -> None:
 @pytest.mark.timeout(60)
 def test_signal_words_to_another_node_are_written_whole() -> None:
     """Towards a peer whose puts may land in pieces that split a word (another node), a signal
-    — one word or several — is one accumulate with REPLACE, applied element by element, never a
-    put; the transport declines to write it inside the call.  On the tearing network a reader
-    waiting for the words never sees one half-written."""
+    — one word or several — is written by accumulates with REPLACE, applied element by element,
+    never a put; the transport declines to write it inside the call.  Every write carries at
+    most two words (a longer copy may tear a word even where puts are whole: to itself a rank
+    writes puts of two words).  On the tearing network a reader waiting for the words never
+    sees one half-written."""
     network = TearingNetwork(2)
 
     async def main(comm: aiorma.Comm) -> list[int]:
@@ -192,8 +194,17 @@ def test_signal_words_to_another_node_are_written_whole() -> None:
                 assert not puts, endpoint.writes
                 endpoint.writes.clear()
                 await win.signal(1, 1, np.array([5, -6, 2**40 + 3], np.int64))
-                assert ("accumulate/REPLACE", 3) in endpoint.writes, endpoint.writes
+                assert [w for w in endpoint.writes if w[0] == "accumulate/REPLACE"] == [
+                    ("accumulate/REPLACE", 2),
+                    ("accumulate/REPLACE", 1),
+                ], endpoint.writes
+                endpoint.writes.clear()
                 await win.signal(1, 4, np.arange(10, 20, dtype=np.int64))
+                assert endpoint.writes.count(("accumulate/REPLACE", 2)) == 5, endpoint.writes
+                endpoint.writes.clear()
+                await win.signal(0, 0, np.arange(5, dtype=np.int64))  # to itself: puts are whole
+                runs = [n for kind, n in endpoint.writes if kind == "put/REPLACE"]
+                assert runs == [2, 2, 1], endpoint.writes
             else:
                 # Every word is seen whole: the old value (0) or the new one, never a mix.
                 for index, value in ((0, 2**33 + 7), (2, -6), (3, 2**40 + 3), (13, 19)):

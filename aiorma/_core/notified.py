@@ -21,7 +21,7 @@ import numpy as np
 from ..constants import SIGNAL_SET, Op, SignalOp
 from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
 from ..request import Request, finish_as
-from ..transport.base import Endpoint, RmaKind, RmaOp
+from ..transport.base import WHOLE_RUN, Endpoint, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
 if TYPE_CHECKING:
@@ -248,13 +248,18 @@ class NotifiedAccess:
         """The signal write and the flush that completes it at the target."""
         words = word.origin
         assert words is not None
-        if word.kind is RmaKind.PUT and not self._endpoint.stores_words_whole(word.target):
-            # Towards a peer whose puts may land in pieces that split a word (another node): an
-            # accumulate with REPLACE, which MPI applies element by element, so the reader never
-            # loads half of one signal and half of another (docs/architecture.md).
-            self._window.accumulate(words, word.target, word.disp, Op.REPLACE)
-        elif word.kind is RmaKind.PUT:
-            self._window.put(words, word.target, word.disp)
+        if word.kind is RmaKind.PUT:
+            # Runs of at most WHOLE_RUN words, each copied with whole-word stores; towards a peer
+            # whose puts may land in pieces that split a word (another node) as accumulates with
+            # REPLACE, which MPI applies element by element — so the reader never loads half of
+            # one signal and half of another (docs/architecture.md, *One put per small message*).
+            whole = self._endpoint.stores_words_whole(word.target)
+            for lo in range(0, words.size, WHOLE_RUN):
+                run, disp = words[lo : lo + WHOLE_RUN], word.disp + lo
+                if whole:
+                    self._window.put(run, word.target, disp)
+                else:
+                    self._window.accumulate(run, word.target, disp, Op.REPLACE)
         else:
             self._window.accumulate(word.origin, word.target, word.disp, word.op)
         return self._window.flush(word.target)

@@ -79,6 +79,7 @@ from .._core.watch import MemoryWatcher
 from .._core.world import World
 from ..constants import MODE_NOCHECK, Op
 from ..request import Request, finish_as
+from ..transport.base import WHOLE_RUN
 from ..win_info import Info
 from ..window import Window
 from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
@@ -570,14 +571,7 @@ class Landing:
         waits for them to land — as a data-slot message is sent once its flag is issued.  That
         matters between nodes, where the signal is an accumulate that ``dst``'s progress applies
         (docs/architecture.md, *One put per small message*): the sender does not wait for it."""
-        flushed = self._write_words(self._ll.win, dst, disp, words)
-        if not flushed.done():
-            # Nobody awaits it: a failure reaches the collectives through the Comm's failure.
-            flushed.add_done_callback(_retrieve)
-            return self._done
-        error = flushed.exception()
-        if error is not None:
-            raise error
+        self._write_words(self._ll.win, dst, disp, words)
         return self._done
 
     def _recv_ll(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
@@ -628,19 +622,30 @@ class Landing:
 
     # ------------------------------------------------------------------ flags
 
-    def _write_words(self, win: Window, dst: int, index: int, words: np.ndarray | int) -> Request:
+    def _write_words(self, win: Window, dst: int, index: int, words: np.ndarray | int) -> None:
         """Write int64 ``words`` (or one word) at ``index`` of ``dst``'s ``win``, each seen whole
-        by ``dst``, whose collectives read them while they may be landing.  On this node one
-        :meth:`Window.signal` (a put and a flush inside the call).  Towards another node, where
-        a put's bytes may land in pieces, one accumulate with REPLACE (MPI applies it element by
-        element: docs/architecture.md, *One put per small message*), issued and not waited for:
-        no order is needed with anything but the earlier writes of the same words, which MPI's
-        default ``accumulate_ordering`` keeps (an LL slot is rewritten only after its credit, a
-        flag only grows); the epoch's close completes it."""
+        by ``dst``, whose collectives read them while they may be landing; issued, not waited
+        for (nobody awaits it: a failure reaches the collectives through the Comm's failure).
+        On this node one :meth:`Window.signal` (puts of at most ``WHOLE_RUN`` words and a flush,
+        inside the call).  Towards another node, where a put's bytes may land in pieces, an
+        accumulate with REPLACE per run of ``WHOLE_RUN`` words (MPI applies it element by
+        element: docs/architecture.md, *One put per small message*): no order is needed with
+        anything but the earlier writes of the same words, which MPI's default
+        ``accumulate_ordering`` keeps (an LL slot is rewritten only after its credit, a flag
+        only grows); the epoch's close completes them."""
         if self._words_whole[dst]:
-            return win.signal(dst, index, words)
-        origin = np.array([words], np.int64) if isinstance(words, int) else words
-        return win.accumulate(origin, dst, index, Op.REPLACE)
+            requests = [win.signal(dst, index, words)]
+        else:
+            origin = np.array([words], np.int64) if isinstance(words, int) else words
+            requests = [
+                win.accumulate(origin[lo : lo + WHOLE_RUN], dst, index + lo, Op.REPLACE)
+                for lo in range(0, origin.size, WHOLE_RUN)
+            ]
+        for request in requests:
+            if not request.done():
+                request.add_done_callback(_retrieve)
+            elif (error := request.exception()) is not None:
+                raise error
 
     def _raise_flag(self, dst: int, index: int, value: int) -> None:
         """Set ``dst``'s ``flags[index]`` to ``value`` (:meth:`_write_words`).  Every flag has one
@@ -648,11 +653,7 @@ class Landing:
         written after everything we issued to ``dst`` on the flag window; towards another node an
         accumulate with REPLACE, which lands whole.  Either way a later value never lands before
         an earlier one."""
-        written = self._write_words(self._flags.win, dst, index, value)
-        if not written.done():
-            # Nobody awaits it: a failure reaches the collectives through the Comm's failure, so
-            # only mark it seen here (asyncio would log it as never retrieved).
-            written.add_done_callback(_retrieve)
+        self._write_words(self._flags.win, dst, index, value)
 
 
 def _retrieve(request: Request) -> None:

@@ -111,6 +111,14 @@ class Sink(Protocol):
         Request of this rank fails with PeerFailed."""
 
 
+#: The longest run of int64 words written by one put or accumulate where a peer reads them while
+#: they land (signals, the collectives' LL words): a copy of at most 16 aligned bytes is made
+#: with 8- or 16-byte stores, where a longer one may be a ``rep movsb`` — byte-sized stores in
+#: any order, which a CI run caught tearing a word of a 64 KiB put on one node
+#: (docs/architecture.md, *One put per small message*).
+WHOLE_RUN = 2
+
+
 class Endpoint(Protocol):
     """One rank's view of a transport."""
 
@@ -167,8 +175,9 @@ class Endpoint(Protocol):
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
         """:meth:`put_flushed` of int64 ``words`` (an int64 window) such that ``target``'s loads
-        see each word whole: only where :meth:`stores_words_whole`.  True when done inside the
-        call; False changed nothing (the caller writes them with an accumulate)."""
+        see each word whole: only where :meth:`stores_words_whole`, one put per run of at most
+        :data:`WHOLE_RUN` words where a copy could race a reader, then one flush.  True when
+        done inside the call; False changed nothing (the caller writes them with accumulates)."""
 
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 

@@ -110,7 +110,7 @@ async def main(out_dir: Path) -> None:
     assert layout2.memory.dtype == np.dtype("f8") and layout2.memory.size == 6 + rank
     assert (layout2.memory == 0).all()
     # A window whose control region no peer is meant to write: poll never looks at it.
-    layout4 = await ep.create_window(UNWATCHED, None, 2, np.dtype("i8"), 4, watch_control=False)
+    layout4 = await ep.create_window(UNWATCHED, None, 5, np.dtype("i8"), 4, watch_control=False)
     # Peers may write into our windows as soon as create_window returns on their side: hold them
     # until every rank has looked at its fresh memory (under load this rank may look late).
     await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
@@ -208,6 +208,20 @@ async def main(out_dir: Path) -> None:
     for _ in range(3):
         ep.poll()
     assert UNWATCHED not in sink.changed, sink.changed
+    # Words a peer reads while they land go in runs of at most WHOLE_RUN words (a long copy may
+    # tear a word even in shared memory), and only where a put keeps them whole at all.
+    window = ep._windows[UNWATCHED]
+    win, window.win = window.win, RecordingWin(window.win)
+    words = np.arange(5, dtype="i8") + 1000 * rank
+    written = ep.put_words_flushed(UNWATCHED, right, 0, words)
+    if ep.stores_words_whole(right):
+        assert written and window.win.calls.count("Put") == 3, window.win.calls
+    else:
+        assert not written and window.win.calls == [], window.win.calls
+    window.win = win
+    MPI.COMM_WORLD.Barrier()  # every rank's words are in (or were declined)
+    if ep.stores_words_whole(left):
+        assert layout4.memory.tolist() == (np.arange(5) + 1000 * left).tolist(), layout4.memory
 
     # Fetching atomics on rank 0's word 2 (swap, sum, compare-and-swap), from every rank.
     answers = {}

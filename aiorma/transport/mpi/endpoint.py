@@ -35,7 +35,7 @@ from mpi4py import MPI
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
 from ...errors import PeerFailed, TransportError
-from ..base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from ..base import WHOLE_RUN, PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
@@ -394,14 +394,20 @@ class MpiEndpoint:
         return self._passive[target] or target == self.rank
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
-        """:meth:`put_flushed` where :meth:`stores_words_whole`; towards another node nothing (an
+        """:meth:`put_flushed` where :meth:`stores_words_whole`, one ``Put`` per run of
+        :data:`WHOLE_RUN` words (MPICH copies a put into shared memory with ``memcpy``, which may
+        use ``rep movsb`` for a long one), then one ``Flush``; towards another node nothing (an
         accumulate, which needs the target's progress, cannot complete inside the call)."""
-        return self.stores_words_whole(target) and self.put_flushed(win_id, target, disp, words)
+        return self.stores_words_whole(target) and self._put_flushed(win_id, target, disp, words, WHOLE_RUN)
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated
         memory — shared memory on this node (about a microsecond), the network to another node
         (a round trip, without the target's CPU: see :meth:`issue`)."""
+        return self._put_flushed(win_id, target, disp, data, max(1, data.size))
+
+    def _put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray, run: int) -> bool:
+        """:meth:`put_flushed` as one ``Put`` per ``run`` elements, then one ``Flush``."""
         window = self._windows[win_id]
         if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
             return False
@@ -410,7 +416,9 @@ class MpiEndpoint:
             return False  # the caller's contract says otherwise; be safe, take the general path
         win, dt, units = window.win, window.datatype, window.units
         try:
-            win.Put([data, dt], target, (disp, data.size * units, dt))
+            for lo in range(0, data.size, run):
+                part = data[lo : lo + run]
+                win.Put([part, dt], target, (disp + lo, part.size * units, dt))
             win.Flush(target)
         except MPI.Exception as exc:
             raise TransportError(f"put: {exc}") from exc
