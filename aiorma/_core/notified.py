@@ -110,11 +110,7 @@ class NotifiedAccess:
         # must not be overtaken by a later one (two puts in flight to one word may land in
         # either order).
         earlier = self._signals_pending.get(target)
-        if earlier is None and self._engine.flush_inline(target):
-            # Everything earlier towards target is complete there already: write it now (the
-            # common case towards another node, where a SIGNAL_SET is an accumulate).
-            signalled = self._write_signal(word)
-        elif earlier is None:
+        if earlier is None:
             signalled = flushed_then_written()
         else:
             signalled = self._after(earlier, flushed_then_written, "signal")
