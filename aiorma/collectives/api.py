@@ -23,16 +23,16 @@ from ..errors import RmaTypeError, RmaUsageError
 from ..request import Request
 from . import select
 from . import validate as check
-from .barrier import barrier_rounds, nway_peers
-from .bcast import knomial_links, tree_bcast
+from .barrier import nway_peers
+from .bcast import knomial_links
 from .calibration import PINGS, measure
+from .exchange import BoundCache, Exchange, barrier_program, recursive_doubling_program, tree_program
 from .gather import (
     bruck_allgather,
 )
 from .landing import Landing, LandingConfig
 from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
 from .persistent import Persistent
-from .reduce import recursive_doubling_allreduce
 from .reduce_ops import is_commutative
 from .runner import SerialRunner
 from .schedules import check_tree, node_groups, tree_parent_children
@@ -45,6 +45,15 @@ JobFactory = Callable[[], Coroutine[Any, Any, Any]]
 
 def _bytes(array: np.ndarray) -> np.ndarray:
     return array.reshape(-1).view(np.uint8)
+
+
+#: A plain call keeps its bound program for the next call with the same arrays up to this size
+#: (a loop of small collectives skips the binding; a large one would keep its scratch array).
+_KEEP_BOUND_BYTES = 64 << 10
+
+
+async def _nothing() -> None:
+    """The job of a collective with nothing to exchange (one rank, or no bytes)."""
 
 
 class Collectives:
@@ -72,6 +81,9 @@ class Collectives:
         #: Names of the algorithms that ran, most recent last (for tests and benchmarks; bounded).
         self.trace: list[str] = []
         self._plans: dict[tuple[Any, ...], Any] = {}
+        # The last plain small bcast's and allreduce's bound programs (see BoundCache).
+        self._bcast_bound = BoundCache()
+        self._allreduce_bound = BoundCache()
         self._plans_from: tuple[LogGP, Groups | None] | None = None
 
     @classmethod
@@ -199,13 +211,15 @@ class Collectives:
     def _start_default_barrier(self) -> Request:
         return self.submit(self._default_barrier, "barrier")
 
-    async def _default_barrier(self) -> None:
-        plan = self._plan(("barrier",))
-        if plan is None:
+    def _default_barrier(self) -> Exchange:
+        # A barrier has no buffers: the plan is the bound program itself.
+        bound = self._plan(("barrier",))
+        if bound is None:
             n = select.choose("barrier", self.model, select.Case(self.size))[1]
-            plan = self._remember(("barrier",), (f"barrier:nway{n}", nway_peers(self.everyone, self.rank, n)))
-        self._ran(plan[0])
-        await barrier_rounds(self.landing, plan[1])
+            program = barrier_program(nway_peers(self.everyone, self.rank, n), f"barrier:nway{n}")
+            bound = self._remember(("barrier",), program.bind(self.landing))
+        self._ran(bound.program.name)
+        return Exchange(bound)
 
     # ------------------------------------------------------------------ bcast
 
@@ -240,10 +254,13 @@ class Collectives:
         tree: Any = None,
         topology: Any = None,
         nodes: Sequence[object] | None = None,
+        bind_once: bool = False,
     ) -> JobFactory:
         """:meth:`bcast`'s arguments checked now, its work as a job for :meth:`submit` or for
         another collective's job to await (``await job()``) as one of its steps.  The job reads
-        ``buf`` when it runs, so it may run again (:meth:`bcast_init`)."""
+        ``buf`` when it runs, so it may run again (:meth:`bcast_init`; ``bind_once``: the
+        common call's program is bound to ``buf`` once, for every run)."""
+        cache = BoundCache() if bind_once else None
         if (
             algorithm is None
             and k is None
@@ -252,7 +269,7 @@ class Collectives:
             and nodes is None
             and check.plain(buf, buf)
         ):  # the common call, checked by exact types first
-            return functools.partial(self._default_bcast, _bytes(buf), check.root(root, self.size))
+            return functools.partial(self._default_bcast, buf, check.root(root, self.size), cache)
         data = check.recv_buffer(buf, "bcast buffer")
         root = check.root(root, self.size)
         algo = check.algorithm(algorithm, tuple(select.BCAST), "bcast")
@@ -273,7 +290,7 @@ class Collectives:
             links = ()
         view = _bytes(data)
         if algo is None and ways is None and labels is None:  # the common call
-            return functools.partial(self._default_bcast, view, root)
+            return functools.partial(self._default_bcast, data, root, cache)
 
         async def job() -> None:
             if self.size == 1 or view.size == 0:
@@ -303,28 +320,45 @@ class Collectives:
         """Persistent :meth:`bcast` (MPI-4's ``MPI_Bcast_init``): the arguments are checked (and a
         ``tree=``/``topology=`` tree built) once, here; each ``await req.start()`` broadcasts
         root's ``buf`` as it is at that start.  See :meth:`allreduce_init`."""
-        job = self.bcast_job(buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes)
+        job = self.bcast_job(
+            buf, root, algorithm=algorithm, k=k, tree=tree, topology=topology, nodes=nodes, bind_once=True
+        )
         return self._persistent(job, "bcast")
 
-    async def _default_bcast(self, view: np.ndarray, root: int) -> None:
+    def _default_bcast(
+        self, buf: np.ndarray, root: int, cache: BoundCache | None = None
+    ) -> Coroutine[Any, Any, None]:
+        """The common bcast of ``buf`` (checked) as it starts: a tree's program, else the chosen
+        algorithm's schedule.  A tree's bound program is kept in ``cache`` (a persistent
+        collective's) or in the Comm's (plain calls, small messages), for the next run with the
+        same arguments."""
+        kept = self._bcast_bound if cache is None else cache
+        bound = kept.find(buf, root, self.model, self.host_groups)
+        if bound is not None:
+            self._ran(bound.program.name)
+            return Exchange(bound)
+        view = _bytes(buf)
         if self.size == 1 or view.size == 0:
-            return
+            return _nothing()
         key = ("bcast", view.size, root)
         plan = self._plan(key)
         if plan is None:
             groups = self.host_groups
             name, k = select.choose("bcast", self.model, self._case(view.size, groups=groups))
-            links = None
+            program = None
             if name in ("binomial", "knomial"):
                 links = knomial_links(self.everyone, self.rank, root, k if name == "knomial" else 2)
-            plan = self._remember(key, (f"bcast:{name}", name, k, links))
-        trace, name, k, links = plan
+                program = tree_program(*links, name=f"bcast:{name}")
+            plan = self._remember(key, (f"bcast:{name}", name, k, program))
+        trace, name, k, program = plan
         self._ran(trace)
-        if links is not None:
-            await tree_bcast(self.landing, view, *links)
-        else:
-            call = select.Call(self.landing, self.everyone, root, groups=self.host_groups, k=k)
-            await self._run(select.BCAST[name], call, view)
+        if program is not None:
+            bound = program.bind(self.landing, view)
+            if cache is not None or view.size <= _KEEP_BOUND_BYTES:
+                kept.keep(bound, buf, root, self.model, self.host_groups)
+            return Exchange(bound)
+        call = select.Call(self.landing, self.everyone, root, groups=self.host_groups, k=k)
+        return self._run(select.BCAST[name], call, view)
 
     def _plan(self, key: tuple[Any, ...]) -> Any:
         """The remembered plan of a default call (algorithm chosen, peers found), or None.  Plans
@@ -451,12 +485,14 @@ class Collectives:
         *,
         algorithm: str | None = None,
         nodes: Sequence[object] | None = None,
+        bind_once: bool = False,
     ) -> JobFactory:
         """:meth:`allreduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`allreduce_init`)."""
+        cache = BoundCache() if bind_once else None
         if algorithm is None and nodes is None and check.plain(send, recv) and send.size == recv.size:
             # the common call, checked by exact types first
-            return functools.partial(self._default_allreduce, send, recv, check.op(op, send.dtype))
+            return functools.partial(self._default_allreduce, send, recv, check.op(op, send.dtype), cache)
         algo = check.algorithm(algorithm, tuple(select.ALLREDUCE), "allreduce")
         source, operation = self._reduction_args(send, op, algo, "allreduce")
         target = check.recv_buffer(recv, "allreduce receive buffer")
@@ -464,7 +500,7 @@ class Collectives:
         check.expect_size(target, source.size, "allreduce receive buffer")
         labels = check.nodes(nodes, self.size)
         if algo is None and labels is None:  # the common call
-            return functools.partial(self._default_allreduce, source, target, operation)
+            return functools.partial(self._default_allreduce, source, target, operation, cache)
 
         async def job() -> None:
             src, out = source.reshape(-1), target.reshape(-1)
@@ -493,26 +529,42 @@ class Collectives:
         checked once, here; each ``await req.start()`` is one allreduce of ``send``'s contents at
         that start into ``recv``.  Not collective itself (nothing is sent); every rank makes the
         same starts, in the same order among its other collectives."""
-        job = self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes)
+        job = self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes, bind_once=True)
         return self._persistent(job, "allreduce")
 
-    async def _default_allreduce(self, source: np.ndarray, target: np.ndarray, op: Op) -> None:
+    def _default_allreduce(
+        self, source: np.ndarray, target: np.ndarray, op: Op, cache: BoundCache | None = None
+    ) -> Coroutine[Any, Any, None]:
+        """The common allreduce as it starts: recursive doubling's program, else the chosen
+        algorithm.  The bound program is kept as a bcast's is (:meth:`_default_bcast`)."""
+        kept = self._allreduce_bound if cache is None else cache
+        bound = kept.find(source, target, op, source.dtype, self.model, self.host_groups)
+        if bound is not None:
+            self._ran(bound.program.name)
+            return Exchange(bound)
         src, out = source.reshape(-1), target.reshape(-1)
         if self.size == 1 or not src.size:
             out[...] = src
-            return
-        key = ("allreduce", src.nbytes, op)
+            return _nothing()
+        in_place = src is out or np.may_share_memory(src, out)
+        key = ("allreduce", src.nbytes, op, in_place)
         plan = self._plan(key)
         if plan is None:
             case = self._case(src.nbytes, op, self.host_groups, slot=0)
             name = select.choose("allreduce", self.model, case)[0]
-            plan = self._remember(key, (f"allreduce:{name}", name))
-        self._ran(plan[0])
-        if plan[1] == "recursive_doubling":
-            await recursive_doubling_allreduce(self.landing, src, out, op, self.everyone)
-        else:
-            call = select.Call(self.landing, self.everyone, op=op, groups=self.host_groups)
-            await self._run(select.ALLREDUCE[plan[1]], call, src, out)
+            program = None
+            if name == "recursive_doubling":
+                program = recursive_doubling_program(self.everyone, self.rank, in_place)
+            plan = self._remember(key, (f"allreduce:{name}", name, program))
+        trace, name, program = plan
+        self._ran(trace)
+        if program is not None:
+            bound = program.bind(self.landing, src, out, op)
+            if cache is not None or src.nbytes <= _KEEP_BOUND_BYTES:
+                kept.keep(bound, source, target, op, source.dtype, self.model, self.host_groups)
+            return Exchange(bound)
+        call = select.Call(self.landing, self.everyone, op=op, groups=self.host_groups)
+        return self._run(select.ALLREDUCE[name], call, src, out)
 
     # ------------------------------------------------------------------ gathers
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .landing import Landing
+from .exchange import Channel, Exchange, barrier_program
 from .schedules import nway_distances
 
 
-async def nway_barrier(ch: Landing, n: int, group: Sequence[int] | None = None) -> None:
+def nway_barrier(ch: Channel, n: int, group: Sequence[int] | None = None) -> Exchange:
     """Round ``r``: signal ``i + j·(n+1)^r`` and wait for ``i − j·(n+1)^r`` for ``j = 1..n``
     (indices mod ``m``); ``ceil(log_{n+1} m)`` rounds.  ``n = 1`` is the classic dissemination
-    barrier."""
+    barrier.  Awaitable (:class:`.exchange.Exchange`)."""
     ranks = list(group) if group is not None else list(range(ch.size))
-    await barrier_rounds(ch, nway_peers(ranks, ch.rank, n))
+    return barrier_program(nway_peers(ranks, ch.rank, n), f"barrier:nway{n}").bind(ch).start()
 
 
 def nway_peers(ranks: Sequence[int], rank: int, n: int) -> list[tuple[list[int], list[int]]]:
@@ -30,12 +30,3 @@ def nway_peers(ranks: Sequence[int], rank: int, n: int) -> list[tuple[list[int],
         ([ranks[(me + d) % size] for d in distances], [ranks[(me - d) % size] for d in distances])
         for distances in nway_distances(size, n)
     ]
-
-
-async def barrier_rounds(ch: Landing, rounds: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
-    """Run a barrier's rounds: signal, then wait for as many signals."""
-    for signals, waits in rounds:
-        for peer in signals:
-            ch.signal(peer)
-        for peer in waits:
-            await ch.wait_signal(peer)

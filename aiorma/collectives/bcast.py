@@ -11,34 +11,21 @@ from collections.abc import Awaitable, Sequence
 
 import numpy as np
 
+from .exchange import Channel, Exchange, tree_program
 from .landing import Landing
 from .schedules import binomial_subtree, knomial_children, knomial_parent, split
 
 
-async def tree_bcast(ch: Landing, buf: np.ndarray, parent: int | None, children: Sequence[int]) -> None:
+def tree_bcast(ch: Channel, buf: np.ndarray, parent: int | None, children: Sequence[int]) -> Exchange:
     """Receive ``buf`` from ``parent`` (unless we are the root) and pass it on to ``children``
-    (global ranks, in send order), chunk by chunk as chunks arrive."""
-    if parent is None:
-        await await_all([ch.send(child, buf) for child in children])
-        return
-    if not children:
-        await ch.recv(parent, buf)
-        return
-    forwards: list[asyncio.Future[None]] = []
-    nbytes = int(buf.size)
-
-    def land(slot: np.ndarray, lo: int, hi: int) -> None:
-        buf[lo:hi] = slot
-        for child in children:
-            forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi], part_of=nbytes)))
-
-    await ch.recv_with(parent, nbytes, land)
-    await await_all(forwards)
+    (global ranks, in send order), chunk by chunk as chunks arrive.  Awaitable
+    (:class:`.exchange.Exchange`)."""
+    return tree_program(parent, children).bind(ch, buf).start()
 
 
-async def knomial_bcast(ch: Landing, buf: np.ndarray, group: Sequence[int], root: int, k: int) -> None:
+def knomial_bcast(ch: Channel, buf: np.ndarray, group: Sequence[int], root: int, k: int) -> Exchange:
     """k-nomial tree over ``group`` (global ranks) rooted at index ``root`` (k=2: binomial)."""
-    await tree_bcast(ch, buf, *knomial_links(group, ch.rank, root, k))
+    return tree_bcast(ch, buf, *knomial_links(group, ch.rank, root, k))
 
 
 def knomial_links(group: Sequence[int], rank: int, root: int, k: int) -> tuple[int | None, list[int]]:

@@ -83,7 +83,7 @@ from ..transport.base import WHOLE_RUN
 from ..win_info import Info
 from ..window import Window
 from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
-from .reduce_ops import reduce_into
+from .reduce_ops import combiner
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
 #: the application's windows stay as they were (``World.create_window`` counts them from 1).
@@ -290,7 +290,7 @@ class Landing:
     def signal(self, dst: int) -> None:
         """Send a flag-only message to ``dst`` (issued now; nothing to wait for locally)."""
         self._sig_sent[dst] += 1
-        self._raise_flag(dst, self.SIG + self.rank, self._sig_sent[dst])
+        self._write_words(self._flags.win, dst, self.SIG + self.rank, self._sig_sent[dst])  # a flag
 
     def wait_signal(self, src: int) -> asyncio.Future[None]:
         """The next signal from ``src``: a future finished once it has arrived."""
@@ -413,15 +413,8 @@ class Landing:
         straight from the landing slots: ``acc op incoming`` when the incoming data comes from
         higher ranks, else ``incoming op acc`` (matters only for REPLACE and NO_OP).  The result
         goes to ``out`` (same shape and dtype), by default into ``acc`` itself."""
-        flat = acc.reshape(-1)
-        target = flat if out is None else out.reshape(-1)
-        itemsize = acc.dtype.itemsize
-
-        def combine(slot: np.ndarray, lo: int, hi: int) -> None:
-            a, b = lo // itemsize, hi // itemsize
-            reduce_into(op, flat[a:b], slot.view(acc.dtype), incoming_higher, target[a:b])
-
-        return self.recv_with(src, int(acc.nbytes), combine)
+        target = None if out is None else out.reshape(-1)
+        return self.recv_with(src, int(acc.nbytes), combiner(op, acc.reshape(-1), incoming_higher, target))
 
     def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
         """Receive ``nbytes`` from ``src``, handing each chunk to ``consume(slot, lo, hi)`` (the

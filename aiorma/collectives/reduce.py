@@ -15,9 +15,10 @@ import numpy as np
 
 from ..constants import Op
 from .bcast import await_all, knomial_bcast
+from .exchange import Exchange, recursive_doubling_program
 from .landing import Landing
 from .reduce_ops import is_commutative
-from .schedules import largest_power_of_two, split
+from .schedules import split
 
 
 def _bytes(array: np.ndarray) -> np.ndarray:
@@ -87,66 +88,13 @@ async def reduce_scatter_gather(
         await ch.send(group[root], _bytes(acc[offsets[me] : offsets[me] + counts[me]]))
 
 
-async def recursive_doubling_allreduce(
+def recursive_doubling_allreduce(
     ch: Landing, source: np.ndarray, out: np.ndarray, op: Op, group: Sequence[int]
-) -> None:
+) -> Exchange:
     """Recursive doubling from ``source`` into ``out`` (1-D, same dtype and size; they may be the
-    same array).  For a non-power-of-two group the first ``2·rem`` indices fold pairwise first
-    (even into odd) and get the result back at the end.  Exchanged blocks are always contiguous
-    rank ranges, combined lower-first, so the result is the same on every rank.
-
-    Each step sends the current buffer while combining it with the partner's data, straight from
-    the landing slots, into the other buffer of a pair (``out`` and one scratch array), arranged
-    so that the last step lands in ``out``: at two ranks no copy is made at all."""
-    size = len(group)
-    me = group.index(ch.rank)
-    pof2 = largest_power_of_two(size)
-    rem = size - pof2
-    if me < 2 * rem and me % 2 == 0:
-        await ch.send(group[me + 1], _bytes(source))
-        await ch.recv(group[me + 1], _bytes(out))
-        return
-    new = me // 2 if me < 2 * rem else me - rem
-
-    def real(index: int) -> int:
-        return 2 * index + 1 if index < rem else index + rem
-
-    steps = (pof2.bit_length() - 1) + (1 if me < 2 * rem else 0)
-    scratch: np.ndarray | None = None
-
-    def other(current: np.ndarray, left: int) -> np.ndarray:
-        """The buffer for a step's result: ``out`` on the last step (or an odd number of steps
-        before it), else the scratch array; never the buffer being sent."""
-        nonlocal scratch
-        wanted = out if left % 2 == 1 else None
-        if wanted is None or np.may_share_memory(wanted, current):
-            if scratch is None:
-                scratch = np.empty_like(out)
-            return scratch if scratch is not current else out
-        return wanted
-
-    current = source
-    left = steps
-    if me < 2 * rem:  # odd index of a folded pair: take the even neighbour's data first
-        target = other(current, left)
-        await ch.recv_reduce(group[me - 1], current, op, incoming_higher=False, out=target)
-        current, left = target, left - 1
-    mask = 1
-    while mask < pof2:
-        partner = real(new ^ mask)
-        target = other(current, left)
-        await await_all(
-            [
-                ch.send(group[partner], _bytes(current)),
-                ch.recv_reduce(group[partner], current, op, incoming_higher=partner > me, out=target),
-            ]
-        )
-        current, left = target, left - 1
-        mask <<= 1
-    if current is not out:
-        out[...] = current
-    if me < 2 * rem:
-        await ch.send(group[me - 1], _bytes(out))
+    same array): :func:`.exchange.recursive_doubling_program`.  Awaitable."""
+    program = recursive_doubling_program(group, ch.rank, np.may_share_memory(source, out))
+    return program.bind(ch, source.reshape(-1), out.reshape(-1), op).start()
 
 
 async def direct_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:

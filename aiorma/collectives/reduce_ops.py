@@ -11,6 +11,8 @@ minimum and maximum propagate it, where accumulate follows MPI's C definition
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..constants import Op
@@ -54,3 +56,20 @@ def reduce_into(
         out[...] = ufunc(acc, incoming)  # a bool result, stored as 0/1 in acc's dtype
     else:
         ufunc(acc, incoming, out=out)
+
+
+def combiner(
+    op: Op, acc: np.ndarray, incoming_higher: bool, out: np.ndarray | None = None
+) -> Callable[[np.ndarray, int, int], None]:
+    """A landing consumer (``consume(slot, lo, hi)``: a chunk's bytes and its byte range in the
+    message) that combines each chunk with the same bytes of ``acc`` (1-D, typed) into ``out``
+    (default ``acc``), as :func:`reduce_into` does."""
+    target = acc if out is None else out
+    itemsize = acc.dtype.itemsize
+    dtype = acc.dtype
+
+    def combine(slot: np.ndarray, lo: int, hi: int) -> None:
+        a, b = lo // itemsize, hi // itemsize
+        reduce_into(op, acc[a:b], slot.view(dtype), incoming_higher, target[a:b])
+
+    return combine

@@ -398,7 +398,8 @@ class MpiEndpoint:
         :data:`WHOLE_RUN` words (MPICH copies a put into shared memory with ``memcpy``, which may
         use ``rep movsb`` for a long one), then one ``Flush``; towards another node nothing (an
         accumulate, which needs the target's progress, cannot complete inside the call)."""
-        return self.stores_words_whole(target) and self._put_flushed(win_id, target, disp, words, WHOLE_RUN)
+        whole = self._passive[target] or target == self.rank  # stores_words_whole, inline: a hot path
+        return whole and self._put_flushed(win_id, target, disp, words, WHOLE_RUN)
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call: ``Put`` + ``Flush`` into allocated

@@ -1,0 +1,282 @@
+"""Exchange programs, checked without any transport.
+
+Every rank's program of a collective is run by a small interpreter written here, independently
+of :class:`aiorma.collectives.exchange.Exchange`: messages are FIFO queues per ordered pair, a
+round's sends go out at once and its receives are taken as their messages arrive, in any order
+of ranks.  The results must be MPI's: an allreduce equals numpy's reduction in rank order (REPLACE
+and NO_OP check the order), a bcast delivers the root's bytes everywhere, and a barrier lets no
+rank through before every rank has entered.  Then the real Exchange runs the same programs on
+an in-process channel, with messages that land late, and must agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+
+import numpy as np
+import pytest
+
+from aiorma.collectives.barrier import nway_peers
+from aiorma.collectives.bcast import knomial_links
+from aiorma.collectives.exchange import (
+    OUT,
+    SCRATCH,
+    SOURCE,
+    Program,
+    barrier_program,
+    recursive_doubling_program,
+    tree_program,
+)
+from aiorma.constants import Op
+
+SIZES = range(1, 10)
+
+
+def _apply(op: Op, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``low op high``, where ``low`` holds the lower ranks' contribution."""
+    if op is Op.REPLACE:
+        return high.copy()
+    if op is Op.NO_OP:
+        return low.copy()
+    return {Op.SUM: np.add, Op.MAX: np.maximum, Op.PROD: np.multiply}[op](low, high)
+
+
+def interpret(programs: list[Program], buffers: list[list[np.ndarray]], op: Op | None) -> list[int]:
+    """Run every rank's program to the end; returns the order in which ranks finished.  Raises
+    if the programs cannot all finish (a receive with no message on its way)."""
+    queues: dict[tuple[int, int], deque[object]] = {}
+    signals: dict[tuple[int, int], int] = {}
+    step = [0] * len(programs)
+    issued = [False] * len(programs)
+    finished: list[int] = []
+    while len(finished) < len(programs):
+        moved = False
+        for rank, program in enumerate(programs):
+            if rank in finished:
+                continue
+            if step[rank] == len(program.rounds):
+                parts = buffers[rank]
+                if parts:
+                    parts[OUT][...] = parts[program.result]
+                finished.append(rank)
+                moved = True
+                continue
+            current = program.rounds[step[rank]]
+            parts = buffers[rank]
+            if not issued[rank]:
+                for peer in current.signals:
+                    signals[(rank, peer)] = signals.get((rank, peer), 0) + 1
+                for send in current.sends:
+                    queues.setdefault((rank, send.peer), deque()).append(parts[send.part].copy())
+                issued[rank] = True
+                moved = True
+            ready = all(signals.get((peer, rank), 0) > 0 for peer in current.waits) and all(
+                queues.get((r.peer, rank)) for r in current.receives
+            )
+            if not ready:
+                continue
+            for peer in current.waits:
+                signals[(peer, rank)] -= 1
+            for r in current.receives:
+                incoming = queues[(r.peer, rank)].popleft()
+                assert isinstance(incoming, np.ndarray)
+                if r.into is None:
+                    parts[r.part][...] = incoming
+                else:
+                    assert op is not None
+                    mine = parts[r.part].copy()
+                    low, high = (mine, incoming) if r.incoming_higher else (incoming, mine)
+                    parts[r.into][...] = _apply(op, low, high)
+                for child in r.forward:
+                    queues.setdefault((rank, child), deque()).append(parts[r.part].copy())
+            step[rank] += 1
+            issued[rank] = False
+            moved = True
+        if not moved:
+            raise AssertionError(f"stuck: rounds {step}, finished {finished}")
+    assert not any(queues.values()), "a message nobody took"
+    assert not any(signals.values()), "a signal nobody waited for"
+    return finished
+
+
+def _parts(source: np.ndarray, in_place: bool) -> list[np.ndarray]:
+    out = source if in_place else np.zeros_like(source)
+    return [source, out, np.zeros_like(source)]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("op", [Op.SUM, Op.MAX, Op.REPLACE, Op.NO_OP])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_recursive_doubling_reduces_in_rank_order(size: int, op: Op, in_place: bool) -> None:
+    group = list(range(size))
+    programs = [recursive_doubling_program(group, rank, in_place) for rank in group]
+    contributions = [np.array([rank + 2, 10 * rank + 1], dtype=np.int64) for rank in group]
+    expected = contributions[0]
+    for value in contributions[1:]:
+        expected = _apply(op, expected, value)
+    buffers = [_parts(value.copy(), in_place) for value in contributions]
+    interpret(programs, buffers, op)
+    for rank in group:
+        assert np.array_equal(buffers[rank][OUT], expected), (rank, buffers[rank][OUT], expected)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_recursive_doubling_sends_only_what_it_does_not_overwrite(size: int) -> None:
+    """A round never combines into the buffer it sends (the put reads it while the combine
+    writes); in place SOURCE and OUT are one buffer."""
+    for rank, in_place in itertools.product(range(size), (False, True)):
+        program = recursive_doubling_program(list(range(size)), rank, in_place)
+        for current in program.rounds:
+            sent = {send.part for send in current.sends}
+            written = {r.into for r in current.receives if r.into is not None}
+            if in_place:
+                sent = {OUT if part == SOURCE else part for part in sent}
+                written = {OUT if part == SOURCE else part for part in written}
+            assert not sent & written, (rank, current)
+        assert program.scratch == any(
+            SCRATCH in (r.into, r.part) for current in program.rounds for r in current.receives
+        ) or program.result == SCRATCH
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_tree_delivers_the_roots_bytes_everywhere(size: int, k: int) -> None:
+    group = list(range(size))
+    for root in group:
+        programs = [tree_program(*knomial_links(group, rank, root, k)) for rank in group]
+        buffers = [_parts(np.full(3, rank == root, dtype=np.uint8) * 7, True) for rank in group]
+        interpret(programs, buffers, None)
+        for rank in group:
+            assert list(buffers[rank][OUT]) == [7, 7, 7], (root, rank)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_barrier_lets_nobody_through_before_everyone_entered(size: int, n: int) -> None:
+    """Hold one rank back (its program starts only after every other rank has run as far as it
+    can): no rank may finish before it."""
+    group = list(range(size))
+    for late in group:
+        programs = [barrier_program(nway_peers(group, rank, n)) for rank in group]
+        if size > 1:  # the others, with the late rank not there: none of them gets through
+            absent = [p if rank != late else Program("absent", ()) for rank, p in enumerate(programs)]
+            with pytest.raises(AssertionError, match="stuck"):
+                interpret(absent, [[] for _ in group], None)
+        finished = interpret(programs, [[] for _ in group], None)
+        assert sorted(finished) == group
+
+
+# --------------------------------------------------------------- the real Exchange, in process
+
+
+class QueueChannel:
+    """An in-process channel for :class:`Exchange`: FIFO per pair; every message lands after a
+    loop turn or two (``delay``), so receives and signal waits really wait."""
+
+    def __init__(self, rank: int, size: int, net: dict[tuple[int, int], asyncio.Queue[object]]) -> None:
+        self.rank, self.size, self._net = rank, size, net
+        self._in_flight: set[asyncio.Future[None]] = set()
+
+    def _queue(self, src: int, dst: int) -> asyncio.Queue[object]:
+        return self._net.setdefault((src, dst), asyncio.Queue())
+
+    async def _later(self, src: int, dst: int, item: object) -> None:
+        await asyncio.sleep(0)
+        self._queue(src, dst).put_nowait(item)
+
+    def signal(self, dst: int) -> None:
+        landing = asyncio.ensure_future(self._later(self.rank, dst, "signal"))
+        self._in_flight.add(landing)
+        landing.add_done_callback(self._in_flight.discard)
+
+    async def wait_signal(self, src: int) -> None:
+        assert await self._queue(src, self.rank).get() == "signal"
+
+    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> asyncio.Future[None]:
+        return asyncio.ensure_future(self._later(self.rank, dst, data.copy()))
+
+    async def recv_with(self, src: int, nbytes: int, consume: object) -> None:
+        data = await self._queue(src, self.rank).get()
+        assert isinstance(data, np.ndarray) and data.size == nbytes
+        consume(data, 0, nbytes)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("size", [2, 3, 5, 8])
+def test_exchange_runs_recursive_doubling_as_the_interpreter_does(size: int) -> None:
+    async def main() -> list[np.ndarray]:
+        net: dict[tuple[int, int], asyncio.Queue[object]] = {}
+        outs = [np.zeros(2) for _ in range(size)]
+        runs = []
+        for rank in range(size):
+            program = recursive_doubling_program(list(range(size)), rank, in_place=False)
+            ch = QueueChannel(rank, size, net)
+            runs.append(program.bind(ch, np.array([rank + 1.0, 2.0**rank]), outs[rank], Op.SUM).start())
+        await asyncio.wait_for(asyncio.gather(*runs), 10)
+        return outs
+
+    outs = asyncio.run(main())
+    expected = [sum(range(1, size + 1)), float(2**size - 1)]
+    for out in outs:
+        assert list(out) == expected
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 7])
+def test_exchange_barrier_and_bcast_on_the_in_process_channel(size: int) -> None:
+    async def main() -> list[np.ndarray]:
+        net: dict[tuple[int, int], asyncio.Queue[object]] = {}
+        bufs = [np.full(4, rank == 2 % size, dtype=np.uint8) * 9 for rank in range(size)]
+        runs = []
+        for rank in range(size):
+            ch = QueueChannel(rank, size, net)
+            barrier = barrier_program(nway_peers(list(range(size)), rank, 2)).bind(ch).start()
+            tree = tree_program(*knomial_links(list(range(size)), rank, 2 % size, 2)).bind(ch, bufs[rank])
+
+            async def both(barrier=barrier, tree=tree) -> None:  # type: ignore[no-untyped-def]
+                await barrier
+                await tree.start()
+                await tree.start()  # a bound program runs again
+
+            runs.append(both())
+        await asyncio.wait_for(asyncio.gather(*runs), 10)
+        return bufs
+
+    for buf in asyncio.run(main()):
+        assert list(buf) == [9] * 4
+
+
+def test_an_error_in_a_round_is_raised_once_the_round_has_finished() -> None:
+    class Failing(QueueChannel):
+        def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> asyncio.Future[None]:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            future.set_exception(RuntimeError("send failed"))
+            return future
+
+    async def main() -> None:
+        net: dict[tuple[int, int], asyncio.Queue[object]] = {(1, 0): asyncio.Queue()}
+        net[(1, 0)].put_nowait(np.ones(1).view(np.uint8).copy())  # rank 1's half, already landed
+        program = recursive_doubling_program([0, 1], 0, in_place=False)
+        out = np.zeros(1)
+        run = program.bind(Failing(0, 2, net), np.ones(1), out, Op.SUM).start()
+        with pytest.raises(RuntimeError, match="send failed"):
+            await asyncio.wait_for(run, 10)
+        assert net[(1, 0)].empty()  # the round's receive was taken before the error surfaced
+
+    asyncio.run(main())
+
+
+def test_an_error_of_a_receive_stepped_in_place_is_raised() -> None:
+    """A lone landing coroutine is stepped by the Exchange itself: its error must surface."""
+
+    class BadReceive(QueueChannel):
+        async def recv_with(self, src: int, nbytes: int, consume: object) -> None:
+            await asyncio.sleep(0)
+            raise RuntimeError("peer failed")
+
+    async def main() -> None:
+        program = tree_program(1, ())
+        with pytest.raises(RuntimeError, match="peer failed"):
+            await asyncio.wait_for(program.bind(BadReceive(0, 2, {}), np.zeros(4, np.uint8)).start(), 10)
+
+    asyncio.run(main())
