@@ -124,7 +124,10 @@ class Collectives:
         transport awaiting it polls inside the await first (as for RMA calls), stepping the job
         as its flags arrive, so a collective whose peers are on time finishes without a turn of
         the event loop."""
-        return Request(self.runner.submit(job), self.landing.progress, description, self._wait_inline)
+        future = self.runner.start(job)
+        if future is None:  # done inside the call
+            return Request.finished(None, None, description)
+        return Request(future, self.landing.progress, description, self._wait_inline)
 
     def _persistent(self, job: JobFactory, description: str) -> Persistent:
         """A persistent collective whose every start submits ``job`` (checked already)."""

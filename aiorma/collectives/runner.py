@@ -45,7 +45,8 @@ class SerialRunner:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: deque[tuple[JobFactory, asyncio.Future[Any]]] = deque()
+        # A job's future is None until someone needs it (see start()).
+        self._queue: deque[tuple[JobFactory, asyncio.Future[Any] | None]] = deque()
         self._coro: Coroutine[Any, Any, Any] | None = None
         self._future: asyncio.Future[Any] | None = None
         self._stepping = False
@@ -74,6 +75,18 @@ class SerialRunner:
         if self._coro is None and not self._stepping:
             self._run(None)
         return future
+
+    def start(self, factory: JobFactory) -> asyncio.Future[Any] | None:
+        """:meth:`submit`, except that a job that runs to its end inside this call and returns
+        None (a small collective whose peers were on time) makes no future: None says so.  The
+        future is made as soon as one is needed — the job waits, fails or returns a value."""
+        if self._coro is not None or self._stepping or self._queue or self.failure is not None:
+            return self.submit(factory)
+        self.submitted += 1
+        self._last = None
+        self._queue.append((factory, None))
+        self._run(None)
+        return self._last
 
     async def drain(self) -> None:
         """Wait until every submitted job has finished (successfully or not)."""
@@ -115,6 +128,7 @@ class SerialRunner:
                     try:
                         self._coro = factory()
                     except BaseException as exc:
+                        self._future_of_job()
                         self._fail(exc)
                         continue
                 if not self._step():
@@ -122,10 +136,16 @@ class SerialRunner:
         finally:
             self._stepping = False
 
+    def _future_of_job(self) -> asyncio.Future[Any]:
+        """The current job's future, made now if it has none yet (:meth:`start`)."""
+        if self._future is None:
+            self._future = self._last = self._loop.create_future()
+        return self._future
+
     def _step(self) -> bool:
         """Advance the current coroutine once.  True when it finished (the next job may start)."""
-        coro, future = self._coro, self._future
-        assert coro is not None and future is not None
+        coro = self._coro
+        assert coro is not None
         thread = context()
         thread.runner_depth += 1  # Requests awaited in the job yield asyncio futures, to us, even under trio
         try:
@@ -134,19 +154,24 @@ class SerialRunner:
             finally:
                 thread.runner_depth -= 1
         except StopIteration as stop:
+            if self._future is not None or stop.value is not None:
+                future = self._future_of_job()
+                if not future.done():
+                    future.set_result(stop.value)
             self._coro = self._future = None
-            if not future.done():
-                future.set_result(stop.value)
             return True
         except ResultError as failed:
+            future = self._future_of_job()
             self._coro = self._future = None
             if not future.done():
                 future.set_exception(failed.cause)
             return True
         except BaseException as exc:
+            self._future_of_job()
             self._coro = None
             self._fail(exc)
             return True
+        self._future_of_job()  # the job waits: its Request needs the future
         if yielded is None:  # a bare yield (asyncio.sleep(0)): resume on the next loop turn
             self._loop.call_soon(self._run, None)
         elif isinstance(yielded, asyncio.Future):
@@ -170,7 +195,7 @@ class SerialRunner:
         failed = [] if self._future is None else [self._future]
         while self._queue:
             _factory, queued = self._queue.popleft()
-            if not queued.done():
+            if queued is not None and not queued.done():
                 queued.set_exception(make_error())
                 failed.append(queued)
         return failed
@@ -184,7 +209,7 @@ class SerialRunner:
         broken = CollectiveStreamBroken(f"an earlier collective failed: {exc!r}")
         while self._queue:
             _factory, queued = self._queue.popleft()
-            if not queued.done():
+            if queued is not None and not queued.done():
                 queued.set_exception(broken)
 
 

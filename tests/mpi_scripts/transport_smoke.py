@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,6 +48,19 @@ class RecordingWin:
             return attr(*args, **kwargs)
 
         return call
+
+
+class RecordingMemory:
+    """A peer's memory as mapped here, recording how many elements each store writes."""
+
+    def __init__(self, memory: np.ndarray) -> None:
+        self.memory = memory
+        self.dtype = memory.dtype
+        self.stores: list[int] = []
+
+    def __setitem__(self, key: int | slice, value: object) -> None:
+        self.stores.append(1 if isinstance(key, int) else key.stop - key.start)
+        self.memory[key] = value
 
 
 class RecordingSink:
@@ -210,14 +224,25 @@ async def main(out_dir: Path) -> None:
     assert UNWATCHED not in sink.changed, sink.changed
     # Words a peer reads while they land go in runs of at most WHOLE_RUN words (a long copy may
     # tear a word even in shared memory), and only where a put keeps them whole at all.
+    # On this node the words are stored into the peer's memory, mapped here (no Put at all),
+    # one element store each (a numpy copy of two words was seen tearing one).
     window = ep._windows[UNWATCHED]
     win, window.win = window.win, RecordingWin(window.win)
+    shared = window.shared[right]
+    if shared is not None:
+        window.shared[right] = RecordingMemory(shared)
     words = np.arange(5, dtype="i8") + 1000 * rank
     written = ep.put_words_flushed(UNWATCHED, right, 0, words)
-    if ep.stores_words_whole(right):
+    if shared is not None:
+        stores = window.shared[right].stores
+        assert written and window.win.calls == ["Sync"] and stores == [1] * 5, (window.win.calls, stores)
+        window.shared[right] = shared
+    elif ep.stores_words_whole(right):
         assert written and window.win.calls.count("Put") == 3, window.win.calls
     else:
         assert not written and window.win.calls == [], window.win.calls
+    if right != rank:  # a peer's memory is mapped here exactly when it is on this node
+        assert (shared is not None) == (os.environ.get("MPIR_CVAR_NOLOCAL") != "1"), shared
     window.win = win
     MPI.COMM_WORLD.Barrier()  # every rank's words are in (or were declined)
     if ep.stores_words_whole(left):

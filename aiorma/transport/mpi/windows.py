@@ -28,6 +28,9 @@ class MpiWindow:
     control: np.ndarray
     seen: bytes  # the control region as last reported to the sink
     notify: bool  # ring a target after each flush towards it (collectives' flag windows)
+    #: Each rank's data memory as this process may load and store it (ranks of this node, for an
+    #: allocated window: MPI's Win_shared_query), else None.
+    shared: list[np.ndarray | None]
 
     def unlock(self) -> None:
         """Close both windows' ``Lock_all`` epochs (completing this rank's operations in them)."""
@@ -112,8 +115,30 @@ def open_window(
         # Every rank holds its Lock_alls and a zeroed control region before anyone
         # issues RMA into this window.
         comm.Barrier()
+    counts = tuple(c for c, _ in peers)
+    shared = shared_memory(win, dtype, counts) if memory is None and not owned else [None] * len(counts)
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
-        ctrl, control, control.tobytes(), notify,
+        ctrl, control, control.tobytes(), notify, shared,
     )  # fmt: skip
-    return window, tuple(c for c, _ in peers)
+    return window, counts
+
+
+def shared_memory(win: MPI.Win, dtype: np.dtype, counts: tuple[int, ...]) -> list[np.ndarray | None]:
+    """Each rank's memory of the allocated window ``win`` (``counts`` elements of ``dtype``) as
+    this process can load and store it, else None.  MPI-4 lets ``Win_shared_query`` ask this of
+    any window: memory that another process of this node allocated is mapped here, memory on
+    another node is not (size 0) — and neither is any with ``MPIR_CVAR_NOLOCAL=1``.  An MPI that
+    refuses the query for a window not made by ``Win_allocate_shared`` gives None throughout."""
+    views: list[np.ndarray | None] = []
+    for rank, count in enumerate(counts):
+        size = count * dtype.itemsize
+        try:
+            buf, _unit = win.Shared_query(rank)
+        except MPI.Exception:
+            buf = None
+        if buf is None or size == 0 or len(buf) < size:
+            views.append(None)
+        else:
+            views.append(np.frombuffer(buf, np.uint8)[:size].view(dtype))
+    return views
