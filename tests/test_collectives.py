@@ -352,6 +352,44 @@ def test_runner_runs_in_order_and_steps_inside_submit() -> None:
     assert asyncio.run(main()) == ["first:start", "first:end", "second:start"]
 
 
+def test_runner_start_makes_a_future_only_when_one_is_needed() -> None:
+    """A job that runs to its end inside ``start`` and returns None makes no future (None);
+    one that waits, returns a value, fails at once, or queues behind another gets its future."""
+
+    async def main() -> None:
+        runner = SerialRunner(asyncio.get_running_loop())
+        gate = asyncio.get_running_loop().create_future()
+
+        async def quick() -> None:
+            return None
+
+        async def valued() -> int:
+            return 7
+
+        async def waits() -> str:
+            await gate
+            return "waited"
+
+        async def fails() -> None:
+            raise KeyError("at once")
+
+        assert runner.start(quick) is None and runner.idle
+        future = runner.start(valued)
+        assert future is not None and future.done() and future.result() == 7
+        waiting = runner.start(waits)
+        assert waiting is not None and not waiting.done()
+        queued = runner.start(quick)  # behind the waiting job: queued, with a future
+        assert queued is not None and not queued.done()
+        gate.set_result(None)
+        assert await waiting == "waited" and await queued is None
+        await runner.drain()
+        failed = runner.start(fails)
+        assert failed is not None and isinstance(failed.exception(), KeyError)
+        assert runner.submitted == 5
+
+    asyncio.run(main())
+
+
 def test_runner_failure_fails_later_jobs() -> None:
     async def main() -> None:
         runner = SerialRunner(asyncio.get_running_loop())
