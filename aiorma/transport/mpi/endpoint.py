@@ -394,13 +394,14 @@ class MpiEndpoint:
         return self._passive[target] or target == self.rank
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
-        """:meth:`put_flushed` where :meth:`stores_words_whole`, one copy per run of
-        :data:`WHOLE_RUN` words (a ``memcpy`` into shared memory, by MPICH's put or by ours, may
-        use ``rep movsb`` for a long one, whose stores need not be whole words); towards another
-        node nothing (an accumulate, which needs the target's progress, cannot complete inside
-        the call)."""
+        """:meth:`put_flushed` where :meth:`stores_words_whole`, each word written whole: into
+        ``target``'s memory mapped here, one element store per word (a numpy copy of two words
+        was seen tearing one); where MPI maps none, one ``Put`` per run of :data:`WHOLE_RUN`
+        words (MPICH copies a put with ``memcpy``, which may use ``rep movsb`` for a long one),
+        then a ``Flush``.  Towards another node nothing (an accumulate, which needs the target's
+        progress, cannot complete inside the call)."""
         whole = self._passive[target] or target == self.rank  # stores_words_whole, inline: a hot path
-        return whole and self._put_flushed(win_id, target, disp, words, WHOLE_RUN)
+        return whole and self._put_flushed(win_id, target, disp, words, WHOLE_RUN, words=True)
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call, into allocated memory: on this node
@@ -409,9 +410,11 @@ class MpiEndpoint:
         network (a round trip, without the target's CPU: see :meth:`issue`)."""
         return self._put_flushed(win_id, target, disp, data, max(1, data.size))
 
-    def _put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray, run: int) -> bool:
-        """:meth:`put_flushed` as one copy (or ``Put``) per ``run`` elements, then ``Win_sync``
-        (or ``Flush``)."""
+    def _put_flushed(
+        self, win_id: int, target: int, disp: int, data: np.ndarray, run: int, words: bool = False
+    ) -> bool:
+        """:meth:`put_flushed`: stores into the mapped memory (one per element for ``words``, else
+        one copy) and ``Win_sync``, or one ``Put`` per ``run`` elements and ``Flush``."""
         window = self._windows[win_id]
         if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
             return False
@@ -425,7 +428,7 @@ class MpiEndpoint:
                 # Everything earlier towards target is complete there (the caller's contract),
                 # so these stores land after it; Win_sync is MPI's memory barrier for memory
                 # shared this way: what a later store (a flag) publishes is visible first.
-                if run <= WHOLE_RUN:
+                if words:
                     # Words read while they land: one element store each (a single aligned
                     # 8-byte store), where a copy of several may be made in smaller pieces.
                     for i, word in enumerate(data.tolist()):
