@@ -336,7 +336,8 @@ class Collectives:
         collective's) or in the Comm's (plain calls, small messages), for the next run with the
         same arguments."""
         kept = self._bcast_bound if cache is None else cache
-        bound = kept.find(buf, root, self.model, self.host_groups)
+        arguments = (buf, root, self.model, self.host_groups)
+        bound = kept.find(arguments)
         if bound is not None:
             self._ran(bound.program.name)
             return Exchange(bound)
@@ -358,7 +359,7 @@ class Collectives:
         if program is not None:
             bound = program.bind(self.landing, view)
             if cache is not None or view.size <= _KEEP_BOUND_BYTES:
-                kept.keep(bound, buf, root, self.model, self.host_groups)
+                kept.keep(bound, arguments)
             return Exchange(bound)
         call = select.Call(self.landing, self.everyone, root, groups=self.host_groups, k=k)
         return self._run(select.BCAST[name], call, view)
@@ -541,7 +542,8 @@ class Collectives:
         """The common allreduce as it starts: recursive doubling's program, else the chosen
         algorithm.  The bound program is kept as a bcast's is (:meth:`_default_bcast`)."""
         kept = self._allreduce_bound if cache is None else cache
-        bound = kept.find(source, target, op, source.dtype, self.model, self.host_groups)
+        arguments = (source, target, op, source.dtype, self.model, self.host_groups)
+        bound = kept.find(arguments)
         if bound is not None:
             self._ran(bound.program.name)
             return Exchange(bound)
@@ -564,7 +566,7 @@ class Collectives:
         if program is not None:
             bound = program.bind(self.landing, src, out, op)
             if cache is not None or src.nbytes <= _KEEP_BOUND_BYTES:
-                kept.keep(bound, source, target, op, source.dtype, self.model, self.host_groups)
+                kept.keep(bound, arguments)
             return Exchange(bound)
         call = select.Call(self.landing, self.everyone, op=op, groups=self.host_groups)
         return self._run(select.ALLREDUCE[name], call, src, out)

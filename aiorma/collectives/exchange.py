@@ -440,7 +440,7 @@ class BoundCache:
         self.bound: Bound | None = None
         self._arguments: tuple[object, ...] = ()
 
-    def find(self, *arguments: object) -> Bound | None:
+    def find(self, arguments: tuple[object, ...]) -> Bound | None:
         """The kept Bound if it was bound with these very ``arguments``, else None."""
         kept = self._arguments
         if len(kept) != len(arguments):
@@ -450,6 +450,6 @@ class BoundCache:
                 return None
         return self.bound
 
-    def keep(self, bound: Bound, *arguments: object) -> Bound:
+    def keep(self, bound: Bound, arguments: tuple[object, ...]) -> Bound:
         self.bound, self._arguments = bound, arguments
         return bound

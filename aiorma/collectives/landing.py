@@ -290,7 +290,7 @@ class Landing:
     def signal(self, dst: int) -> None:
         """Send a flag-only message to ``dst`` (issued now; nothing to wait for locally)."""
         self._sig_sent[dst] += 1
-        self._write_words(self._flags.win, dst, self.SIG + self.rank, self._sig_sent[dst])  # a flag
+        self._raise_flag(dst, self.SIG + self.rank, self._sig_sent[dst])
 
     def wait_signal(self, src: int) -> asyncio.Future[None]:
         """The next signal from ``src``: a future finished once it has arrived."""
@@ -619,10 +619,11 @@ class Landing:
         """Write int64 ``words`` (or one word) at ``index`` of ``dst``'s ``win``, each seen whole
         by ``dst``, whose collectives read them while they may be landing; issued, not waited
         for (nobody awaits it: a failure reaches the collectives through the Comm's failure).
-        On this node one :meth:`Window.signal` (puts of at most ``WHOLE_RUN`` words and a flush,
-        inside the call).  Towards another node, where a put's bytes may land in pieces, an
-        accumulate with REPLACE per run of ``WHOLE_RUN`` words (MPI applies it element by
-        element: docs/architecture.md, *One put per small message*): no order is needed with
+        On this node one :meth:`Window.signal` (inside the call: a store per word into
+        ``dst``'s memory, mapped here, or puts of at most ``WHOLE_RUN`` words and a flush).
+        Towards another node, where a put's bytes may land in pieces, an accumulate with REPLACE
+        per run of ``WHOLE_RUN`` words (MPI applies it element by element:
+        docs/architecture.md, *One put per small message*): no order is needed with
         anything but the earlier writes of the same words, which MPI's default
         ``accumulate_ordering`` keeps (an LL slot is rewritten only after its credit, a flag
         only grows); the epoch's close completes them."""

@@ -384,13 +384,14 @@ class MpiEndpoint:
         return False
 
     def stores_words_whole(self, target: int) -> bool:
-        """On this node, and towards this rank itself: shared memory is written by ``memcpy``,
-        whose stores never split an aligned word, and a put to oneself is a copy by the calling
-        thread, which no load of ours can interleave.  Towards another node a put's bytes may
-        land in pieces (between two emulated nodes CI runs saw words half-written, once with one
-        put per word), so words that must arrive whole are accumulates there.  Symmetric: host
-        names are the same for every rank, and mpiexec gives every rank the same
-        ``MPIR_CVAR_NOLOCAL``."""
+        """On this node, and towards this rank itself: shared memory, where
+        :meth:`put_words_flushed` stores each word with one aligned 8-byte store (or, where MPI
+        maps no memory, puts runs short enough that ``memcpy`` moves whole words), and a put to
+        oneself is a copy by the calling thread, which no load of ours can interleave.  Towards
+        another node a put's bytes may land in pieces (between two emulated nodes CI runs saw
+        words half-written, once with one put per word), so words that must arrive whole are
+        accumulates there.  Symmetric: host names are the same for every rank, and mpiexec gives
+        every rank the same ``MPIR_CVAR_NOLOCAL``."""
         return self._passive[target] or target == self.rank
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
@@ -400,21 +401,21 @@ class MpiEndpoint:
         words (MPICH copies a put with ``memcpy``, which may use ``rep movsb`` for a long one),
         then a ``Flush``.  Towards another node nothing (an accumulate, which needs the target's
         progress, cannot complete inside the call)."""
-        whole = self._passive[target] or target == self.rank  # stores_words_whole, inline: a hot path
-        return whole and self._put_flushed(win_id, target, disp, words, WHOLE_RUN, words=True)
+        return self.stores_words_whole(target) and self._put_flushed(win_id, target, disp, words, words=True)
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call, into allocated memory: on this node
         stores into ``target``'s memory, mapped here (well under a microsecond for a few words,
         where ``Put`` + ``Flush`` take about three); to another node ``Put`` + ``Flush`` over the
         network (a round trip, without the target's CPU: see :meth:`issue`)."""
-        return self._put_flushed(win_id, target, disp, data, max(1, data.size))
+        return self._put_flushed(win_id, target, disp, data)
 
     def _put_flushed(
-        self, win_id: int, target: int, disp: int, data: np.ndarray, run: int, words: bool = False
+        self, win_id: int, target: int, disp: int, data: np.ndarray, words: bool = False
     ) -> bool:
         """:meth:`put_flushed`: stores into the mapped memory (one per element for ``words``, else
-        one copy) and ``Win_sync``, or one ``Put`` per ``run`` elements and ``Flush``."""
+        one copy) and ``Win_sync``, or ``Put`` (one per run of :data:`WHOLE_RUN` for ``words``)
+        and ``Flush``."""
         window = self._windows[win_id]
         if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
             return False
@@ -437,6 +438,7 @@ class MpiEndpoint:
                     memory[disp : disp + data.size] = data
                 win.Sync()
             else:
+                run = WHOLE_RUN if words else max(1, data.size)
                 for lo in range(0, data.size, run):
                     part = data[lo : lo + run]
                     win.Put([part, dt], target, (disp + lo, part.size * units, dt))
