@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
+from .._core.memcopy import copy_bytes
 from ..constants import Op
 from .reduce_ops import combiner
 from .schedules import largest_power_of_two
@@ -194,7 +195,7 @@ def _bind_round(
 
 def _copier(out: np.ndarray) -> Consume:
     def copy(slot: np.ndarray, lo: int, hi: int) -> None:
-        out[lo:hi] = slot
+        copy_bytes(out[lo:hi], slot)
 
     return copy
 
@@ -207,7 +208,7 @@ def _forwarder(
     nbytes = int(buf.size)
 
     def land(slot: np.ndarray, lo: int, hi: int) -> None:
-        buf[lo:hi] = slot
+        copy_bytes(buf[lo:hi], slot)
         for child in children:
             forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi], part_of=nbytes)))
 

@@ -75,6 +75,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import numpy as np
 
+from .._core.memcopy import copy_bytes
 from .._core.watch import MemoryWatcher
 from .._core.world import World
 from ..constants import MODE_NOCHECK, Op
@@ -397,7 +398,7 @@ class Landing:
         """Receive ``out.size`` bytes from ``src`` into ``out`` (1-D uint8, contiguous)."""
 
         def copy(slot: np.ndarray, lo: int, hi: int) -> None:
-            out[lo:hi] = slot
+            copy_bytes(out[lo:hi], slot)
 
         return self.recv_with(src, int(out.size), copy)
 
