@@ -15,7 +15,8 @@ from mpi4py import MPI
 
 from ..presence import PresenceBoard
 
-_RERING = 1e-3
+#: How often a peer serving our requests by its progress is rung again.
+RERING_INTERVAL = 1e-3
 
 
 def open_doorbells(
@@ -78,7 +79,7 @@ class Doorbell:
         self._passive = passive
         self._passive_puts = passive_puts
         # When each peer was last rung: a peer serving our requests by its own progress (another
-        # node, win_create memory) is rung again every _RERING seconds until they complete, so
+        # node, win_create memory) is rung again every RERING_INTERVAL seconds until they complete, so
         # that it never parks in the middle of a long transfer (a 1 MiB accumulate by active
         # messages needs many of its polls).
         self._rung_at = [0.0] * len(bells)
@@ -110,11 +111,11 @@ class Doorbell:
                     self._socket.sendto(b"", self._bells[peer])  # type: ignore[arg-type]
 
     def ring_servers(self, servers: Iterable[int]) -> None:
-        """Ring again, every _RERING seconds, the peers whose progress our requests wait for
+        """Ring again, every RERING_INTERVAL seconds, the peers whose progress our requests wait for
         (``servers``; -1 is skipped)."""
         now = time.monotonic()
         for target in servers:
-            if target >= 0 and not self._passive[target] and now - self._rung_at[target] > _RERING:
+            if target >= 0 and not self._passive[target] and now - self._rung_at[target] > RERING_INTERVAL:
                 self.ring(target)
 
     def parking(self, parked: bool) -> None:

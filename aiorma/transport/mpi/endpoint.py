@@ -41,7 +41,7 @@ from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
 from .datatypes import CONTROL_OPS, MPI_OPS
-from .doorbell import Doorbell, open_doorbells
+from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
 from .workers import Workers
 
@@ -135,6 +135,9 @@ class MpiEndpoint:
         # Atomics from another node need our MPI progress even while the loop computes without
         # awaiting: a thread drives it then (see aiorma.transport.busy_progress).
         self._busy: BusyProgress | None = None
+        # The poll looks for peers to ring again (their progress serves our requests) at most
+        # once per interval: the look costs more than the rest of an off-node poll.
+        self._next_rering = 0.0
         if not all(self._passive) and settings.progress_thread:
             self._busy = BusyProgress(self._probe_comm.Iprobe)
 
@@ -588,7 +591,10 @@ class MpiEndpoint:
                 active |= self._test_pending()
             if self._waiting_flushes:
                 active |= self._flushes_due()
-            if self._pending or self._fetches or self._waiting_flushes:
+            if (self._pending or self._fetches or self._waiting_flushes) and (
+                (now := time.monotonic()) >= self._next_rering
+            ):
+                self._next_rering = now + RERING_INTERVAL
                 self._ring_servers()
             if self._fetches:
                 active |= self._test_fetches()
