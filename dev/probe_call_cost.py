@@ -1,8 +1,9 @@
 """What a small collective costs inside its call: Python calls and time, for A/B runs of two trees.
 
-    mpiexec -n 2 python dev/probe_call_cost.py [ITERATIONS] [--persistent]
+    mpiexec -n 2 python dev/probe_call_cost.py [ITERATIONS] [COLLECTIVE ...] [--persistent]
 
-For barrier, an 8-byte bcast and an 8-byte allreduce, each awaited ITERATIONS times (default
+For barrier, an 8-byte bcast and an 8-byte allreduce (or the COLLECTIVEs named: also allgather,
+gather, scatter, alltoall of 8-byte blocks), each awaited ITERATIONS times (default
 4000) after 300 warm-up calls: the median time of the *call* alone (the work it does before it
 returns a Request — all of it, when the peer's message has landed), the Python calls made inside
 every tenth call (counted by ``sys.setprofile``: function calls and C calls), and the time per
@@ -13,6 +14,7 @@ loop's time does (docs/benchmarks.md, *Exchange programs*).
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Any
@@ -22,20 +24,25 @@ import numpy as np
 import aiorma
 
 
-async def main(comm: aiorma.Comm, iterations: int, persistent: bool) -> None:
+async def main(comm: aiorma.Comm, iterations: int, persistent: bool, names: list[str]) -> None:
     one, result = np.full(1, 1.0 + comm.rank), np.zeros(1)
-    calls: dict[str, Any] = {
-        "barrier": lambda: comm.barrier(),
-        "bcast": lambda: comm.bcast(result, 0),
-        "allreduce": lambda: comm.allreduce(one, result),
+    blocks, gathered = np.full(comm.size, 1.0 + comm.rank), np.zeros(comm.size)
+    arguments: dict[str, tuple[Any, ...]] = {
+        "barrier": (),
+        "bcast": (result, 0),
+        "allreduce": (one, result),
+        "allgather": (one, gathered),
+        "gather": (one, gathered, 0),
+        "scatter": (blocks, result, 0),
+        "alltoall": (blocks, gathered),
     }
-    if persistent:
-        inits = {
-            "barrier": comm.barrier_init(),
-            "bcast": comm.bcast_init(result, 0),
-            "allreduce": comm.allreduce_init(one, result),
-        }
-        calls = {name: init.start for name, init in inits.items()}
+    only = [name for name in names if name in arguments] or list(arguments)[:3]
+    form = "{}_init" if persistent else "{}"
+    made = {name: getattr(comm, form.format(name))(*arguments[name]) for name in only} if persistent else {}
+    calls: dict[str, Any] = {
+        name: made[name].start if persistent else functools.partial(getattr(comm, name), *arguments[name])
+        for name in only
+    }
     counted = [0]
 
     def count(frame: object, event: str, arg: object) -> None:
@@ -70,4 +77,6 @@ async def main(comm: aiorma.Comm, iterations: int, persistent: bool) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    aiorma.run(main, int(args[0]) if args else 4000, "--persistent" in sys.argv)
+    numbers = [a for a in args if a.isdigit()]
+    names = [a for a in args if not a.isdigit()]
+    aiorma.run(main, int(numbers[0]) if numbers else 4000, "--persistent" in sys.argv, names)

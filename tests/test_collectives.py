@@ -410,3 +410,51 @@ def test_runner_failure_fails_later_jobs() -> None:
             await runner.submit(good)
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+def test_a_kept_binding_serves_only_the_same_arrays(nprocs: int) -> None:
+    """Plain calls keep their last bound program for the next call with the very same arrays:
+    alternating two sets of arrays, and changing the contents between calls, every call must
+    still read the arrays it is given, as they are at that call."""
+
+    async def main(comm: aiorma.Comm) -> None:
+        size, rank = comm.size, comm.rank
+        sets = [
+            {
+                "one": np.zeros(2),
+                "blocks": np.zeros(2 * size),
+                "out": np.zeros(2 * size),
+                "small": np.zeros(2),
+            }
+            for _ in range(2)
+        ]
+        for call in range(6):
+            arrays = sets[call % 2]
+            tag = 100.0 * call + rank
+            arrays["one"][...] = [tag, -tag]
+            arrays["blocks"][...] = tag + np.arange(2 * size)
+            await comm.allgather(arrays["one"], arrays["out"])
+            expected = np.array([[100.0 * call + r, -(100.0 * call + r)] for r in range(size)]).ravel()
+            assert np.array_equal(arrays["out"], expected), ("allgather", call)
+            await comm.gather(arrays["one"], arrays["out"] if rank == 0 else None, 0)
+            if rank == 0:
+                assert np.array_equal(arrays["out"], expected), ("gather", call)
+            await comm.scatter(arrays["blocks"], arrays["small"], 0)
+            assert np.array_equal(arrays["small"], 100.0 * call + np.arange(2 * rank, 2 * rank + 2)), (
+                "scatter",
+                call,
+            )
+            await comm.alltoall(arrays["blocks"], arrays["out"])
+            swapped = np.array(
+                [100.0 * call + r + np.arange(2 * rank, 2 * rank + 2) for r in range(size)]
+            ).ravel()
+            assert np.array_equal(arrays["out"], swapped), ("alltoall", call)
+            arrays["small"][...] = tag
+            await comm.bcast(arrays["small"], call % size)
+            assert (arrays["small"] == 100.0 * call + call % size).all(), ("bcast", call)
+            await comm.allreduce(arrays["one"], arrays["small"])
+            assert arrays["small"][0] == sum(100.0 * call + r for r in range(size)), ("allreduce", call)
+
+    aiorma.run(main, nprocs=nprocs)

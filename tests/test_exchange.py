@@ -25,7 +25,12 @@ from aiorma.collectives.exchange import (
     SCRATCH,
     SOURCE,
     Program,
+    Receive,
     barrier_program,
+    direct_alltoall_program,
+    direct_gather_program,
+    direct_scatter_program,
+    recursive_doubling_allgather_program,
     recursive_doubling_program,
     tree_program,
 )
@@ -43,9 +48,19 @@ def _apply(op: Op, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return {Op.SUM: np.add, Op.MAX: np.maximum, Op.PROD: np.multiply}[op](low, high)
 
 
-def interpret(programs: list[Program], buffers: list[list[np.ndarray]], op: Op | None) -> list[int]:
+def interpret(
+    programs: list[Program], buffers: list[list[np.ndarray]], op: Op | None, block: int = 0
+) -> list[int]:
     """Run every rank's program to the end; returns the order in which ranks finished.  Raises
-    if the programs cannot all finish (a receive with no message on its way)."""
+    if the programs cannot all finish (a receive with no message on its way).  ``block``: the
+    elements of a block, for the sends, receives and copies that name blocks."""
+
+    def view(parts: list[np.ndarray], part: int, blocks: tuple[int, int] | None) -> np.ndarray:
+        if blocks is None:
+            return parts[part]
+        first, count = blocks
+        return parts[part][first * block : (first + count) * block]
+
     queues: dict[tuple[int, int], deque[object]] = {}
     signals: dict[tuple[int, int], int] = {}
     step = [0] * len(programs)
@@ -66,10 +81,16 @@ def interpret(programs: list[Program], buffers: list[list[np.ndarray]], op: Op |
             current = program.rounds[step[rank]]
             parts = buffers[rank]
             if not issued[rank]:
+                for copy in current.copies:
+                    view(parts, copy.target, copy.target_blocks)[...] = view(
+                        parts, copy.source, copy.source_blocks
+                    )
                 for peer in current.signals:
                     signals[(rank, peer)] = signals.get((rank, peer), 0) + 1
                 for send in current.sends:
-                    queues.setdefault((rank, send.peer), deque()).append(parts[send.part].copy())
+                    queues.setdefault((rank, send.peer), deque()).append(
+                        view(parts, send.part, send.blocks).copy()
+                    )
                 issued[rank] = True
                 moved = True
             ready = all(signals.get((peer, rank), 0) > 0 for peer in current.waits) and all(
@@ -83,14 +104,14 @@ def interpret(programs: list[Program], buffers: list[list[np.ndarray]], op: Op |
                 incoming = queues[(r.peer, rank)].popleft()
                 assert isinstance(incoming, np.ndarray)
                 if r.into is None:
-                    parts[r.part][...] = incoming
+                    view(parts, r.part, r.blocks)[...] = incoming
                 else:
                     assert op is not None
                     mine = parts[r.part].copy()
                     low, high = (mine, incoming) if r.incoming_higher else (incoming, mine)
                     parts[r.into][...] = _apply(op, low, high)
                 for child in r.forward:
-                    queues.setdefault((rank, child), deque()).append(parts[r.part].copy())
+                    queues.setdefault((rank, child), deque()).append(view(parts, r.part, r.blocks).copy())
             step[rank] += 1
             issued[rank] = False
             moved = True
@@ -135,9 +156,11 @@ def test_recursive_doubling_sends_only_what_it_does_not_overwrite(size: int) -> 
                 sent = {OUT if part == SOURCE else part for part in sent}
                 written = {OUT if part == SOURCE else part for part in written}
             assert not sent & written, (rank, current)
-        assert program.scratch == any(
-            SCRATCH in (r.into, r.part) for current in program.rounds for r in current.receives
-        ) or program.result == SCRATCH
+        assert (
+            program.scratch
+            == any(SCRATCH in (r.into, r.part) for current in program.rounds for r in current.receives)
+            or program.result == SCRATCH
+        )
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -166,6 +189,65 @@ def test_barrier_lets_nobody_through_before_everyone_entered(size: int, n: int) 
                 interpret(absent, [[] for _ in group], None)
         finished = interpret(programs, [[] for _ in group], None)
         assert sorted(finished) == group
+
+
+BLOCK = 3  # elements per block in the gather family's checks
+
+
+def _gather_family(
+    name: str, size: int, root: int
+) -> tuple[list[Program], list[list[np.ndarray]], list[np.ndarray]]:
+    """Every rank's program of one collective of the gather family, its buffers (SOURCE, OUT,
+    SCRATCH; every element of every contribution distinct) and what OUT must hold after it."""
+    group = list(range(size))
+    whole = [np.arange(size * BLOCK, dtype=np.int64) + 1000 * rank for rank in group]
+    one = [np.arange(BLOCK, dtype=np.int64) + 1000 * rank for rank in group]
+    empty = np.zeros(0, np.int64)
+    buffers: list[list[np.ndarray]] = []
+    if name == "gather":
+        programs = [direct_gather_program(group, rank, root) for rank in group]
+        for rank in group:
+            # off the root OUT is SOURCE: the program is bound with out=None there
+            source = one[rank].copy()
+            buffers.append([source, np.zeros(size * BLOCK, np.int64) if rank == root else source, empty])
+        expected = [np.concatenate(one) if rank == root else one[rank] for rank in group]
+    elif name == "scatter":
+        programs = [direct_scatter_program(group, rank, root) for rank in group]
+        buffers = [[whole[rank].copy(), np.zeros(BLOCK, np.int64), empty] for rank in group]
+        expected = [whole[root][rank * BLOCK : (rank + 1) * BLOCK] for rank in group]
+    elif name == "alltoall":
+        programs = [direct_alltoall_program(group, rank) for rank in group]
+        buffers = [[whole[rank].copy(), np.zeros(size * BLOCK, np.int64), empty] for rank in group]
+        expected = [
+            np.concatenate([whole[j][rank * BLOCK : (rank + 1) * BLOCK] for j in group]) for rank in group
+        ]
+    else:
+        programs = [recursive_doubling_allgather_program(group, rank) for rank in group]
+        buffers = [[one[rank].copy(), np.zeros(size * BLOCK, np.int64), empty] for rank in group]
+        expected = [np.concatenate(one) for _ in group]
+    return programs, buffers, expected
+
+
+GATHER_FAMILY = ["gather", "scatter", "alltoall", "allgather"]
+
+
+@pytest.mark.parametrize("name", GATHER_FAMILY)
+@pytest.mark.parametrize("size", SIZES)
+def test_gather_family_moves_every_block_to_its_place(name: str, size: int) -> None:
+    if name == "allgather" and size & (size - 1):
+        with pytest.raises(ValueError, match="power-of-two"):
+            recursive_doubling_allgather_program(list(range(size)), 0)
+        return
+    for root in range(size) if name in ("gather", "scatter") else [0]:
+        programs, buffers, expected = _gather_family(name, size, root)
+        interpret(programs, buffers, None, BLOCK)
+        for rank in range(size):
+            assert np.array_equal(buffers[rank][OUT], expected[rank]), (name, root, rank)
+
+
+def test_a_receive_that_combines_takes_no_blocks() -> None:
+    with pytest.raises(ValueError, match="whole buffers"):
+        Receive(1, SOURCE, into=OUT, blocks=(0, 1))
 
 
 # --------------------------------------------------------------- the real Exchange, in process
@@ -244,6 +326,36 @@ def test_exchange_barrier_and_bcast_on_the_in_process_channel(size: int) -> None
 
     for buf in asyncio.run(main()):
         assert list(buf) == [9] * 4
+
+
+@pytest.mark.parametrize("name", GATHER_FAMILY)
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_exchange_runs_the_gather_family_as_the_interpreter_does(name: str, size: int) -> None:
+    """The programs bound with their block in bytes, run twice (a bound program runs again)."""
+    if name == "allgather" and size == 3:
+        return
+    root = size - 1
+
+    async def main() -> list[list[np.ndarray]]:
+        net: dict[tuple[int, int], asyncio.Queue[object]] = {}
+        programs, buffers, _ = _gather_family(name, size, root)
+        runs = []
+        for rank, (program, parts) in enumerate(zip(programs, buffers, strict=True)):
+            out = None if parts[OUT] is parts[SOURCE] else parts[OUT]
+            bound = program.bind(QueueChannel(rank, size, net), parts[SOURCE], out, block=BLOCK * 8)
+
+            async def twice(bound=bound) -> None:  # type: ignore[no-untyped-def]
+                await bound.start()
+                await bound.start()
+
+            runs.append(twice())
+        await asyncio.wait_for(asyncio.gather(*runs), 10)
+        return buffers
+
+    buffers = asyncio.run(main())
+    expected = _gather_family(name, size, root)[2]
+    for rank in range(size):
+        assert np.array_equal(buffers[rank][OUT], expected[rank]), (name, rank)
 
 
 def test_an_error_in_a_round_is_raised_once_the_round_has_finished() -> None:

@@ -48,6 +48,21 @@ def test_copy_bytes_is_exact_at_every_relative_offset(size: int) -> None:
         assert not raw[:start].any() and not raw[start + size :].any(), offset
 
 
+def test_copy_bytes_keeps_typed_values_bit_for_bit() -> None:
+    """Typed arrays are copied as bytes: a NaN's payload and -0.0 survive the aliased road."""
+    pool: list[np.ndarray] = []
+    count = 1024
+    raw_src = _at_page_offset(count * 8, 0, pool)
+    src = raw_src.view(np.float64)
+    src[...] = np.arange(count)
+    src[::3] = -0.0
+    raw_src.view(np.uint64)[1::3] = 0x7FF0_0000_0000_0001 + np.arange(1, count, 3, dtype=np.uint64)  # NaNs
+    for offset in (0, 8, 16, 24, 64):
+        out = _at_page_offset(count * 8, offset, pool).view(np.float64)
+        memcopy.copy_bytes(out, src)
+        assert out.tobytes() == src.tobytes(), offset
+
+
 @pytest.mark.timeout(60)
 def test_every_copy_out_of_a_landing_slot_is_a_careful_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """bcast, gather and alltoall of 64 KiB blocks into arrays 16 bytes into a page (the slow

@@ -29,9 +29,10 @@ def page_aliased(dst_address: int, src_address: int) -> bool:
 
 
 def copy_bytes(out: np.ndarray, src: np.ndarray) -> None:
-    """``out[...] = src`` for 1-D contiguous uint8 arrays of one size, at memory speed whatever
-    their addresses (see the module docstring)."""
-    if src.size >= SHORT_COPY and page_aliased(out.ctypes.data, src.ctypes.data):
-        np.positive(src, out=out)
+    """``out[...] = src`` for 1-D contiguous arrays of one dtype and size, at memory speed
+    whatever their addresses (see the module docstring)."""
+    if src.nbytes >= SHORT_COPY and page_aliased(out.ctypes.data, src.ctypes.data):
+        # As bytes: a ufunc on the typed values could change them (a float NaN's payload).
+        np.positive(src.view(np.uint8), out=out.view(np.uint8))
     else:
         out[...] = src

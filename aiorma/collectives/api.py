@@ -26,7 +26,19 @@ from . import validate as check
 from .barrier import nway_peers
 from .bcast import knomial_links
 from .calibration import PINGS, measure
-from .exchange import BoundCache, Exchange, barrier_program, recursive_doubling_program, tree_program
+from .exchange import (
+    Bound,
+    BoundCache,
+    Exchange,
+    Program,
+    barrier_program,
+    direct_alltoall_program,
+    direct_gather_program,
+    direct_scatter_program,
+    recursive_doubling_allgather_program,
+    recursive_doubling_program,
+    tree_program,
+)
 from .gather import (
     bruck_allgather,
 )
@@ -50,6 +62,17 @@ def _bytes(array: np.ndarray) -> np.ndarray:
 #: A plain call keeps its bound program for the next call with the same arrays up to this size
 #: (a loop of small collectives skips the binding; a large one would keep its scratch array).
 _KEEP_BOUND_BYTES = 64 << 10
+
+#: The gather family's algorithms that run as exchange programs, and their program builders
+#: (group, rank, root).
+_PROGRAMS: dict[str, dict[str, Callable[[list[int], int, int], Program]]] = {
+    "gather": {"direct": direct_gather_program},
+    "scatter": {"direct": direct_scatter_program},
+    "alltoall": {"direct": lambda group, rank, _root: direct_alltoall_program(group, rank)},
+    "allgather": {
+        "recursive_doubling": lambda group, rank, _root: recursive_doubling_allgather_program(group, rank)
+    },
+}
 
 
 async def _nothing() -> None:
@@ -84,6 +107,7 @@ class Collectives:
         # The last plain small bcast's and allreduce's bound programs (see BoundCache).
         self._bcast_bound = BoundCache()
         self._allreduce_bound = BoundCache()
+        self._gathers_bound = {kind: BoundCache() for kind in _PROGRAMS}
         self._plans_from: tuple[LogGP, Groups | None] | None = None
 
     @classmethod
@@ -573,6 +597,47 @@ class Collectives:
 
     # ------------------------------------------------------------------ gathers
 
+    def _start_blocks(
+        self,
+        kind: str,
+        algo: str | None,
+        block: int,
+        root: int,
+        buffers: tuple[np.ndarray, np.ndarray],
+        arguments: tuple[object, ...],
+        cache: BoundCache | None,
+        run: Callable[[str], Coroutine[Any, Any, None]],
+    ) -> Coroutine[Any, Any, None]:
+        """A gather-family collective (``block`` bytes per rank, > 0, more than one rank) as it
+        starts: the algorithm (``algo``, else the cost model's choice) as its program bound to
+        ``buffers`` (SOURCE, OUT as bytes), kept as a bcast's is (:meth:`_default_bcast`;
+        ``arguments`` identify the call), or ``run(name)`` for an algorithm that is no program."""
+        kept = self._gathers_bound[kind] if cache is None else cache
+        arguments = (*arguments, algo, self.model, self.host_groups)
+        bound: Bound | None = kept.find(arguments)
+        if bound is not None:
+            self._ran(bound.program.name)
+            return Exchange(bound)
+        key = (kind, algo, block, root)
+        plan = self._plan(key)
+        if plan is None:
+            name = algo
+            if name is None:
+                groups = self.host_groups if kind == "allgather" else None
+                case = self._case(block, groups=groups, slot=None if kind == "allgather" else 0)
+                name = select.choose(kind, self.model, case)[0]
+            build = _PROGRAMS[kind].get(name)
+            plan = self._remember(key, (name, build and build(self.everyone, self.rank, root)))
+        name, program = plan
+        if program is None:
+            self._ran(f"{kind}:{name}")
+            return run(name)
+        self._ran(program.name)
+        bound = program.bind(self.landing, buffers[0], buffers[1], block=block)
+        if cache is not None or buffers[1].size <= _KEEP_BOUND_BYTES:
+            kept.keep(bound, arguments)
+        return Exchange(bound)
+
     def allgather(
         self,
         send: np.ndarray,
@@ -594,6 +659,7 @@ class Collectives:
         *,
         algorithm: str | None = None,
         nodes: Sequence[object] | None = None,
+        bind_once: bool = False,
     ) -> JobFactory:
         """:meth:`allgather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`allgather_init`)."""
@@ -607,17 +673,30 @@ class Collectives:
         block = mine.size
         out = _bytes(target)
 
-        async def job() -> None:
+        async def run(name: str, groups: Groups | None = None) -> None:
             out[self.rank * block : (self.rank + 1) * block] = mine
+            call = select.Call(self.landing, self.everyone, groups=groups or self.host_groups)
+            await self._run(select.ALLGATHER[name], call, out, block)
+
+        def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or block == 0:
+                out[self.rank * block : (self.rank + 1) * block] = mine
+                return _nothing()
+            buffers, arguments = (mine, out), (source, target)
+            return self._start_blocks("allgather", algo, block, 0, buffers, arguments, cache, run)
+
+        async def with_groups() -> None:
+            if self.size == 1 or block == 0:
+                out[self.rank * block : (self.rank + 1) * block] = mine
                 return
             groups = await self._groups(labels, algo == "hierarchical")
             name = algo or select.choose("allgather", self.model, self._case(block, groups=groups))[0]
             self._ran(f"allgather:{name}")
-            call = select.Call(self.landing, self.everyone, groups=groups)
-            await self._run(select.ALLGATHER[name], call, out, block)
+            await run(name, groups)
 
-        return job
+        cache = BoundCache() if bind_once else None
+        # Node groups given, or needed (and maybe discovered, collectively) by the algorithm.
+        return with_groups if labels is not None or algo == "hierarchical" else start
 
     def allgather_init(
         self,
@@ -630,7 +709,8 @@ class Collectives:
         """Persistent :meth:`allgather` (MPI-4's ``MPI_Allgather_init``): the arguments are
         checked once, here; each ``await req.start()`` gathers every rank's ``send`` as it is at
         that start into ``recv``.  See :meth:`allreduce_init`."""
-        return self._persistent(self.allgather_job(send, recv, algorithm=algorithm, nodes=nodes), "allgather")
+        job = self.allgather_job(send, recv, algorithm=algorithm, nodes=nodes, bind_once=True)
+        return self._persistent(job, "allgather")
 
     def gather(
         self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
@@ -640,7 +720,13 @@ class Collectives:
         return self.submit(self.gather_job(send, recv, root, algorithm=algorithm), "gather")
 
     def gather_job(
-        self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
+        self,
+        send: np.ndarray,
+        recv: np.ndarray | None,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        bind_once: bool = False,
     ) -> JobFactory:
         """:meth:`gather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`gather_init`)."""
@@ -654,17 +740,22 @@ class Collectives:
         else:
             source = send if check.plain(send, send) else check.send_buffer(send, "gather send buffer")
         mine = _bytes(source)
+        cache = BoundCache() if bind_once else None
 
-        async def job() -> None:
+        def run(name: str) -> Coroutine[Any, Any, None]:
+            return self._run(select.GATHER[name], select.Call(self.landing, self.everyone, root), out, mine)
+
+        def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or mine.size == 0:
                 if out is not None:
                     out[...] = mine
-                return
-            name = algo or select.choose("gather", self.model, self._case(mine.size, slot=0))[0]
-            self._ran(f"gather:{name}")
-            await self._run(select.GATHER[name], select.Call(self.landing, self.everyone, root), out, mine)
+                return _nothing()
+            buffers = (mine, mine if out is None else out)  # off the root the program names no OUT
+            return self._start_blocks(
+                "gather", algo, mine.size, root, buffers, (source, recv, root), cache, run
+            )
 
-        return job
+        return start
 
     def gather_init(
         self, send: np.ndarray, recv: np.ndarray | None, root: int = 0, *, algorithm: str | None = None
@@ -672,7 +763,9 @@ class Collectives:
         """Persistent :meth:`gather` (MPI-4's ``MPI_Gather_init``): the arguments are checked
         once, here; each ``await req.start()`` gathers every rank's ``send`` as it is at that
         start into ``recv`` at ``root``.  See :meth:`allreduce_init`."""
-        return self._persistent(self.gather_job(send, recv, root, algorithm=algorithm), "gather")
+        return self._persistent(
+            self.gather_job(send, recv, root, algorithm=algorithm, bind_once=True), "gather"
+        )
 
     def scatter(
         self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
@@ -683,7 +776,13 @@ class Collectives:
         return self.submit(self.scatter_job(send, recv, root, algorithm=algorithm), "scatter")
 
     def scatter_job(
-        self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
+        self,
+        send: np.ndarray | None,
+        recv: np.ndarray,
+        root: int = 0,
+        *,
+        algorithm: str | None = None,
+        bind_once: bool = False,
     ) -> JobFactory:
         """:meth:`scatter`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`scatter_init`)."""
@@ -702,17 +801,22 @@ class Collectives:
             check.expect_size(source, target.size * self.size, "scatter send buffer")
             src = _bytes(source)
         mine = _bytes(target)
+        cache = BoundCache() if bind_once else None
 
-        async def job() -> None:
+        def run(name: str) -> Coroutine[Any, Any, None]:
+            return self._run(select.SCATTER[name], select.Call(self.landing, self.everyone, root), src, mine)
+
+        def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or mine.size == 0:
                 if src is not None:
                     mine[...] = src[self.rank * mine.size : (self.rank + 1) * mine.size]
-                return
-            name = algo or select.choose("scatter", self.model, self._case(mine.size, slot=0))[0]
-            self._ran(f"scatter:{name}")
-            await self._run(select.SCATTER[name], select.Call(self.landing, self.everyone, root), src, mine)
+                return _nothing()
+            buffers = (mine if src is None else src, mine)  # off the root the program names no SOURCE
+            return self._start_blocks(
+                "scatter", algo, mine.size, root, buffers, (send, target, root), cache, run
+            )
 
-        return job
+        return start
 
     def scatter_init(
         self, send: np.ndarray | None, recv: np.ndarray, root: int = 0, *, algorithm: str | None = None
@@ -720,7 +824,9 @@ class Collectives:
         """Persistent :meth:`scatter` (MPI-4's ``MPI_Scatter_init``): the arguments are checked
         once, here; each ``await req.start()`` scatters ``root``'s ``send`` as it is at that start
         into every rank's ``recv``.  See :meth:`allreduce_init`."""
-        return self._persistent(self.scatter_job(send, recv, root, algorithm=algorithm), "scatter")
+        return self._persistent(
+            self.scatter_job(send, recv, root, algorithm=algorithm, bind_once=True), "scatter"
+        )
 
     def alltoall(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> Request:
         """Block ``j`` of ``send`` on rank ``i`` becomes block ``i`` of ``recv`` on rank ``j``
@@ -728,7 +834,9 @@ class Collectives:
         per-source arrival counters) or ``"pairwise"``."""
         return self.submit(self.alltoall_job(send, recv, algorithm=algorithm), "alltoall")
 
-    def alltoall_job(self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None) -> JobFactory:
+    def alltoall_job(
+        self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None, bind_once: bool = False
+    ) -> JobFactory:
         """:meth:`alltoall`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`alltoall_init`)."""
         algo = check.algorithm(algorithm, tuple(select.ALLTOALL), "alltoall")
@@ -741,16 +849,18 @@ class Collectives:
         src = _bytes(source)
         out = _bytes(target)
         block = src.size // self.size
+        cache = BoundCache() if bind_once else None
 
-        async def job() -> None:
+        def run(name: str) -> Coroutine[Any, Any, None]:
+            return self._run(select.ALLTOALL[name], select.Call(self.landing, self.everyone), src, out, block)
+
+        def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or block == 0:
                 out[...] = src
-                return
-            name = algo or select.choose("alltoall", self.model, self._case(block, slot=0))[0]
-            self._ran(f"alltoall:{name}")
-            await self._run(select.ALLTOALL[name], select.Call(self.landing, self.everyone), src, out, block)
+                return _nothing()
+            return self._start_blocks("alltoall", algo, block, 0, (src, out), (source, target), cache, run)
 
-        return job
+        return start
 
     def alltoall_init(
         self, send: np.ndarray, recv: np.ndarray, *, algorithm: str | None = None
@@ -758,7 +868,9 @@ class Collectives:
         """Persistent :meth:`alltoall` (MPI-4's ``MPI_Alltoall_init``): the arguments are checked
         once, here; each ``await req.start()`` exchanges ``send``'s blocks as they are at that
         start into ``recv``.  See :meth:`allreduce_init`."""
-        return self._persistent(self.alltoall_job(send, recv, algorithm=algorithm), "alltoall")
+        return self._persistent(
+            self.alltoall_job(send, recv, algorithm=algorithm, bind_once=True), "alltoall"
+        )
 
 
 def _topology_tree(topology: Any, root: int, size: int, nbytes: int) -> dict[int, list[int]]:

@@ -67,30 +67,54 @@ class Channel(Protocol):
     def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]: ...
 
 
+#: Some blocks of a buffer: (first, count), in blocks of the size the program is bound with
+#: (a gather's block is one rank's contribution); None: the whole buffer.
+Blocks = tuple[int, int] | None
+
+
 @attrs.frozen
 class Send:
-    """Send the whole of buffer ``part`` to global rank ``peer``."""
+    """Send buffer ``part`` (or only its ``blocks``) to global rank ``peer``."""
 
     peer: int
     part: int
+    blocks: Blocks = None
+
+
+def _copies_only(receive: Receive, _attribute: object, blocks: Blocks) -> None:
+    if blocks is not None and receive.into is not None:
+        raise ValueError("a receive that combines takes whole buffers, not blocks")
 
 
 @attrs.frozen
 class Receive:
-    """Take a message from ``peer`` the size of buffer ``part``.  ``into=None``: copy it into
-    ``part`` (and, with ``forward``, send each chunk on to those ranks as it lands).  Otherwise
-    combine it with ``part`` into buffer ``into`` with the call's op; ``incoming_higher`` says
-    the message holds higher ranks' data (the order REPLACE and NO_OP depend on)."""
+    """Take a message from ``peer`` the size of buffer ``part`` (or of its ``blocks``).
+    ``into=None``: copy it into ``part`` (and, with ``forward``, send each chunk on to those
+    ranks as it lands).  Otherwise combine it with ``part`` into buffer ``into`` with the call's
+    op; ``incoming_higher`` says the message holds higher ranks' data (the order REPLACE and
+    NO_OP depend on)."""
 
     peer: int
     part: int
     into: int | None = None
     incoming_higher: bool = False
     forward: tuple[int, ...] = ()
+    blocks: Blocks = attrs.field(default=None, validator=_copies_only)
+
+
+@attrs.frozen
+class Copy:
+    """Copy blocks of one of this rank's buffers into another (a gather's own block)."""
+
+    source: int
+    source_blocks: Blocks
+    target: int
+    target_blocks: Blocks
 
 
 @attrs.frozen
 class Round:
+    copies: tuple[Copy, ...] = ()  #: made first, before anything is sent
     signals: tuple[int, ...] = ()
     sends: tuple[Send, ...] = ()
     waits: tuple[int, ...] = ()  #: peers whose next signal this round waits for
@@ -114,6 +138,7 @@ class Program:
         for step in self.rounds:
             parts.update(send.part for send in step.sends)
             parts.update(r.part if r.into is None else r.into for r in step.receives)
+            parts.update(part for copy in step.copies for part in (copy.source, copy.target))
         return SCRATCH in parts
 
     def bind(
@@ -122,10 +147,12 @@ class Program:
         source: np.ndarray | None = None,
         out: np.ndarray | None = None,
         op: Op | None = None,
+        block: int = 0,
     ) -> Bound:
         """Tie the program to 1-D buffers (``out`` defaults to ``source``; a bcast has one, a
-        barrier none) and to ``op`` for its receives that combine."""
-        return Bound(self, ch, source, source if out is None else out, op)
+        barrier none), to ``op`` for its receives that combine, and to the size in bytes of
+        the blocks its sends, receives and copies name."""
+        return Bound(self, ch, source, source if out is None else out, op, block)
 
 
 class Bound:
@@ -135,7 +162,13 @@ class Bound:
     __slots__ = ("channel", "copy_out", "count", "parts", "program", "rounds")
 
     def __init__(
-        self, program: Program, ch: Channel, source: np.ndarray | None, out: np.ndarray | None, op: Op | None
+        self,
+        program: Program,
+        ch: Channel,
+        source: np.ndarray | None,
+        out: np.ndarray | None,
+        op: Op | None,
+        block: int = 0,
     ) -> None:
         self.program = program
         self.channel = ch
@@ -144,7 +177,13 @@ class Bound:
             parts = [source, out, np.empty_like(out) if program.scratch else out]
         self.parts = parts
         raw = [part.reshape(-1).view(np.uint8) for part in parts]
-        self.rounds = [_bind_round(step, ch, parts, raw, op) for step in program.rounds]
+
+        def view(part: int, blocks: Blocks) -> np.ndarray:
+            if blocks is None:
+                return raw[part]
+            return raw[part][blocks[0] * block : (blocks[0] + blocks[1]) * block]
+
+        self.rounds = [_bind_round(step, ch, parts, view, op) for step in program.rounds]
         self.count = len(self.rounds)
         #: (result, out) when the result ends in another array than OUT: copied at the end.
         self.copy_out = (
@@ -159,15 +198,17 @@ _BoundReceive = tuple[int, int, Consume, "list[asyncio.Future[None]] | None"]
 
 
 class _BoundRound:
-    __slots__ = ("receives", "sends", "signals", "waits")
+    __slots__ = ("copies", "receives", "sends", "signals", "waits")
 
     def __init__(
         self,
+        copies: list[tuple[np.ndarray, np.ndarray]],
         signals: tuple[int, ...],
         sends: list[tuple[int, np.ndarray]],
         waits: tuple[int, ...],
         receives: list[_BoundReceive],
     ) -> None:
+        self.copies = copies  # (target, source) byte views
         self.signals = signals
         self.sends = sends
         self.waits = waits
@@ -175,22 +216,29 @@ class _BoundRound:
 
 
 def _bind_round(
-    step: Round, ch: Channel, parts: list[np.ndarray], raw: list[np.ndarray], op: Op | None
+    step: Round,
+    ch: Channel,
+    parts: list[np.ndarray],
+    view: Callable[[int, Blocks], np.ndarray],
+    op: Op | None,
 ) -> _BoundRound:
     receives: list[_BoundReceive] = []
     for r in step.receives:
         forwards: list[asyncio.Future[None]] | None = None
+        into = view(r.part, r.blocks)
         if r.into is not None:
             if op is None:
                 raise ValueError(f"{r} combines, and the program was bound without an op")
             consume = combiner(op, parts[r.part].reshape(-1), r.incoming_higher, parts[r.into].reshape(-1))
         elif r.forward:
             forwards = []
-            consume = _forwarder(ch, raw[r.part], r.forward, forwards)
+            consume = _forwarder(ch, into, r.forward, forwards)
         else:
-            consume = _copier(raw[r.part])
-        receives.append((r.peer, int(raw[r.part].size), consume, forwards))
-    return _BoundRound(step.signals, [(s.peer, raw[s.part]) for s in step.sends], step.waits, receives)
+            consume = _copier(into)
+        receives.append((r.peer, int(into.size), consume, forwards))
+    copies = [(view(c.target, c.target_blocks), view(c.source, c.source_blocks)) for c in step.copies]
+    sends = [(s.peer, view(s.part, s.blocks)) for s in step.sends]
+    return _BoundRound(copies, step.signals, sends, step.waits, receives)
 
 
 def _copier(out: np.ndarray) -> Consume:
@@ -278,6 +326,8 @@ class Exchange(Coroutine[Any, Any, None]):
             self._next += 1
             # Issue the round (inline here: one call less per round of every small collective).
             ch = bound.channel
+            for target, source in step.copies:
+                copy_bytes(target, source)
             for peer in step.signals:
                 ch.signal(peer)
             issued: list[Awaitable[None]] = []
@@ -426,6 +476,74 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
     if me < 2 * rem:
         rounds.append(Round(sends=(Send(group[me - 1], current),)))
     return Program(name, tuple(rounds), result=current)
+
+
+def direct_gather_program(group: Sequence[int], rank: int, root: int) -> Program:
+    """Gather of one block of SOURCE per rank into OUT at group index ``root``: every other
+    index sends its block to the root, which takes them as they land (blocks placed by group
+    index) and copies its own."""
+    me = group.index(rank)
+    name = "gather:direct"
+    if me != root:
+        return Program(name, (Round(sends=(Send(group[root], SOURCE),)),), result=SOURCE)
+    receives = tuple(Receive(group[i], OUT, blocks=(i, 1)) for i in range(len(group)) if i != root)
+    return Program(name, (Round(copies=(Copy(SOURCE, None, OUT, (root, 1)),), receives=receives),))
+
+
+def direct_scatter_program(group: Sequence[int], rank: int, root: int) -> Program:
+    """Scatter of SOURCE's blocks at group index ``root`` into each index's OUT (one block): the
+    root sends block ``i`` straight to index ``i`` and copies its own."""
+    me = group.index(rank)
+    name = "scatter:direct"
+    if me != root:
+        return Program(name, (Round(receives=(Receive(group[root], OUT),)),))
+    sends = tuple(Send(group[i], SOURCE, (i, 1)) for i in range(len(group)) if i != root)
+    return Program(name, (Round(copies=(Copy(SOURCE, (root, 1), OUT, None),), sends=sends),))
+
+
+def direct_alltoall_program(group: Sequence[int], rank: int) -> Program:
+    """Alltoall from SOURCE's blocks into OUT's: block ``j`` goes to index ``j`` at once, in a
+    staggered order (``i+1, i+2, ...``, so not every rank sends to the same one first), and the
+    blocks are taken as they land."""
+    size = len(group)
+    me = group.index(rank)
+    later = [(me + s) % size for s in range(1, size)]
+    earlier = [(me - s) % size for s in range(1, size)]
+    return Program(
+        "alltoall:direct",
+        (
+            Round(
+                copies=(Copy(SOURCE, (me, 1), OUT, (me, 1)),),
+                sends=tuple(Send(group[j], SOURCE, (j, 1)) for j in later),
+                receives=tuple(Receive(group[j], OUT, blocks=(j, 1)) for j in earlier),
+            ),
+        ),
+    )
+
+
+def recursive_doubling_allgather_program(group: Sequence[int], rank: int) -> Program:
+    """Allgather of SOURCE (one block) into OUT over a power-of-two group: own block first, then
+    in round ``r`` the ``2^r`` blocks gathered so far go to the partner ``i xor 2^r`` while its
+    ``2^r`` arrive (each side's blocks are contiguous: one message each way)."""
+    size = len(group)
+    if size & (size - 1):
+        raise ValueError(f"recursive doubling needs a power-of-two group, not {size}")
+    me = group.index(rank)
+    own = (Copy(SOURCE, None, OUT, (me, 1)),)
+    rounds = []
+    mask = 1
+    while mask < size:
+        partner = me ^ mask
+        mine, theirs = me & ~(mask - 1), partner & ~(mask - 1)
+        rounds.append(
+            Round(
+                copies=own if mask == 1 else (),
+                sends=(Send(group[partner], OUT, (mine, mask)),),
+                receives=(Receive(group[partner], OUT, blocks=(theirs, mask)),),
+            )
+        )
+        mask <<= 1
+    return Program("allgather:recursive_doubling", tuple(rounds) or (Round(copies=own),))
 
 
 class BoundCache:

@@ -12,6 +12,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from .bcast import await_all, knomial_bcast
+from .exchange import (
+    Exchange,
+    direct_alltoall_program,
+    direct_gather_program,
+    direct_scatter_program,
+    recursive_doubling_allgather_program,
+)
 from .landing import Landing
 from .schedules import binomial_subtree, knomial_children, knomial_parent
 
@@ -52,25 +59,12 @@ async def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequ
     await await_all(sends + recvs)
 
 
-async def recursive_doubling_allgather(
-    ch: Landing, out: np.ndarray, block: int, group: Sequence[int]
-) -> None:
-    """Power-of-two groups: in round ``r`` exchange the ``2^r`` blocks gathered so far with the
-    partner ``i xor 2^r``; they are contiguous, so each round is one message each way."""
-    size = len(group)
+def recursive_doubling_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
+    """Power-of-two groups, ``out`` holding our own block already:
+    :func:`.exchange.recursive_doubling_allgather_program`.  Awaitable."""
     me = group.index(ch.rank)
-    mask = 1
-    while mask < size:
-        partner = me ^ mask
-        mine = me & ~(mask - 1)
-        theirs = partner & ~(mask - 1)
-        await await_all(
-            [
-                ch.send(group[partner], _blocks(out, block, mine, mask)),
-                ch.recv(group[partner], _blocks(out, block, theirs, mask)),
-            ]
-        )
-        mask <<= 1
+    program = recursive_doubling_allgather_program(group, ch.rank)
+    return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
 
 
 async def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
@@ -130,18 +124,13 @@ async def hierarchical_allgather(
 # ---------------------------------------------------------------------- gather / scatter
 
 
-async def direct_gather(
+def direct_gather(
     ch: Landing, out: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
-) -> None:
-    """Every index puts its block to the root, which takes them as they land."""
-    me = group.index(ch.rank)
-    block = int(mine.size)
-    if me != root:
-        await ch.send(group[root], mine)
-        return
-    assert out is not None
-    _blocks(out, block, root, 1)[...] = mine
-    await await_all([ch.recv(group[i], _blocks(out, block, i, 1)) for i in range(len(group)) if i != root])
+) -> Exchange:
+    """Every index puts its block to the root, which takes them as they land:
+    :func:`.exchange.direct_gather_program`.  Awaitable."""
+    program = direct_gather_program(group, ch.rank, root)
+    return program.bind(ch, mine, mine if out is None else out, block=int(mine.size)).start()
 
 
 async def binomial_gather(
@@ -181,18 +170,13 @@ async def binomial_gather(
     out[: root * block] = work[head:]
 
 
-async def direct_scatter(
+def direct_scatter(
     ch: Landing, src: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
-) -> None:
-    """The root puts each index's block straight into its landing slots."""
-    me = group.index(ch.rank)
-    block = int(mine.size)
-    if me != root:
-        await ch.recv(group[root], mine)
-        return
-    assert src is not None
-    await await_all([ch.send(group[i], _blocks(src, block, i, 1)) for i in range(len(group)) if i != root])
-    mine[...] = _blocks(src, block, root, 1)
+) -> Exchange:
+    """The root puts each index's block straight into its landing slots:
+    :func:`.exchange.direct_scatter_program`.  Awaitable."""
+    program = direct_scatter_program(group, ch.rank, root)
+    return program.bind(ch, mine if src is None else src, mine, block=int(mine.size)).start()
 
 
 async def binomial_scatter(
@@ -230,19 +214,13 @@ async def binomial_scatter(
 # ---------------------------------------------------------------------- alltoall
 
 
-async def direct_alltoall(
+def direct_alltoall(
     ch: Landing, src: np.ndarray, out: np.ndarray, block: int, group: Sequence[int]
-) -> None:
+) -> Exchange:
     """Every block is put at once towards its destination's landing slots (staggered start
-    ``i+1, i+2, …`` so not everyone hits the same rank first); each rank takes blocks as its
-    per-source arrival counters show them landed."""
-    size = len(group)
-    me = group.index(ch.rank)
-    _blocks(out, block, me, 1)[...] = _blocks(src, block, me, 1)
-    peers = [(me + s) % size for s in range(1, size)]
-    sends = [ch.send(group[p], _blocks(src, block, p, 1)) for p in peers]
-    recvs = [ch.recv(group[(me - s) % size], _blocks(out, block, (me - s) % size, 1)) for s in range(1, size)]
-    await await_all(sends + recvs)
+    ``i+1, i+2, …`` so not everyone hits the same rank first); each rank takes blocks as they
+    land: :func:`.exchange.direct_alltoall_program`.  Awaitable."""
+    return direct_alltoall_program(group, ch.rank).bind(ch, src, out, block=block).start()
 
 
 async def pairwise_alltoall(

@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 import numpy as np
 from mpi4py import MPI
 
+from ..._core.memcopy import copy_bytes
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
 from ...errors import PeerFailed, TransportError
@@ -438,7 +439,7 @@ class MpiEndpoint:
                     for i, word in enumerate(data.tolist()):
                         memory[disp + i] = word
                 else:
-                    memory[disp : disp + data.size] = data
+                    copy_bytes(memory[disp : disp + data.size], data)
                 win.Sync()
             else:
                 run = WHOLE_RUN if words else max(1, data.size)
