@@ -3,7 +3,7 @@
     mpiexec -n 2 python dev/probe_call_cost.py [ITERATIONS] [COLLECTIVE ...] [--persistent]
 
 For barrier, an 8-byte bcast and an 8-byte allreduce (or the COLLECTIVEs named: also allgather,
-gather, scatter, alltoall of 8-byte blocks), each awaited ITERATIONS times (default
+reduce, gather, scatter, alltoall of 8-byte blocks), each awaited ITERATIONS times (default
 4000) after 300 warm-up calls: the median time of the *call* alone (the work it does before it
 returns a Request — all of it, when the peer's message has landed), the Python calls made inside
 every tenth call (counted by ``sys.setprofile``: function calls and C calls), and the time per
@@ -31,6 +31,7 @@ async def main(comm: aiorma.Comm, iterations: int, persistent: bool, names: list
         "barrier": (),
         "bcast": (result, 0),
         "allreduce": (one, result),
+        "reduce": (one, result),
         "allgather": (one, gathered),
         "gather": (one, gathered, 0),
         "scatter": (blocks, result, 0),

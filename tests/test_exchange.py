@@ -27,6 +27,7 @@ from aiorma.collectives.exchange import (
     Program,
     Receive,
     barrier_program,
+    binomial_reduce_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -189,6 +190,31 @@ def test_barrier_lets_nobody_through_before_everyone_entered(size: int, n: int) 
                 interpret(absent, [[] for _ in group], None)
         finished = interpret(programs, [[] for _ in group], None)
         assert sorted(finished) == group
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("op", [Op.SUM, Op.MAX, Op.REPLACE, Op.NO_OP])
+def test_binomial_reduce_reduces_in_rank_order_at_the_root_only(size: int, op: Op) -> None:
+    """Every root; REPLACE and NO_OP are not commutative (the tree from index 0, then a send to
+    the root) and show the order.  The ranks' SOURCE is never written (off the root OUT is
+    SOURCE, as the program is bound there)."""
+    group = list(range(size))
+    commutative = op in (Op.SUM, Op.MAX)
+    contributions = [np.array([rank + 2, 10 * rank + 1], dtype=np.int64) for rank in group]
+    expected = contributions[0]
+    for value in contributions[1:]:
+        expected = _apply(op, expected, value)
+    for root in group:
+        programs = [binomial_reduce_program(group, rank, root, commutative) for rank in group]
+        buffers = []
+        for rank in group:
+            source = contributions[rank].copy()
+            out = np.zeros_like(source) if rank == root else source
+            buffers.append([source, out, np.zeros_like(source)])
+        interpret(programs, buffers, op)
+        assert np.array_equal(buffers[root][OUT], expected), (root, buffers[root][OUT], expected)
+        for rank in group:
+            assert np.array_equal(buffers[rank][SOURCE], contributions[rank]), (root, rank)
 
 
 BLOCK = 3  # elements per block in the gather family's checks

@@ -32,6 +32,7 @@ from .exchange import (
     Exchange,
     Program,
     barrier_program,
+    binomial_reduce_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -107,6 +108,7 @@ class Collectives:
         # The last plain small bcast's and allreduce's bound programs (see BoundCache).
         self._bcast_bound = BoundCache()
         self._allreduce_bound = BoundCache()
+        self._reduce_bound = BoundCache()
         self._gathers_bound = {kind: BoundCache() for kind in _PROGRAMS}
         self._plans_from: tuple[LogGP, Groups | None] | None = None
 
@@ -439,6 +441,7 @@ class Collectives:
         *,
         algorithm: str | None = None,
         nodes: Sequence[object] | None = None,
+        bind_once: bool = False,
     ) -> JobFactory:
         """:meth:`reduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`reduce_init`)."""
@@ -457,20 +460,61 @@ class Collectives:
         if target is not None:
             check.expect_size(target, source.size, "reduce receive buffer")
 
-        async def job() -> None:
+        async def run(name: str | None) -> None:
             # the root combines in its receive buffer; the others need a scratch copy
             acc = source.reshape(-1).copy() if target is None else target.reshape(-1)
             if target is not None and not np.may_share_memory(acc, source):
                 acc[...] = source.reshape(-1)
             if self.size > 1 and acc.size:
-                groups = await self._groups(labels, algo == "hierarchical")
-                case = self._case(acc.nbytes, operation, groups)
-                name = algo or select.choose("reduce", self.model, case)[0]
+                groups = await self._groups(labels, name == "hierarchical")
+                if name is None:
+                    name = select.choose("reduce", self.model, self._case(acc.nbytes, operation, groups))[0]
                 self._ran(f"reduce:{name}")
                 call = select.Call(self.landing, self.everyone, root, operation, groups)
                 await self._run(select.REDUCE[name], call, acc)
 
-        return job
+        if algo is not None or labels is not None:
+            return functools.partial(run, algo)
+        cache = BoundCache() if bind_once else None
+        return functools.partial(self._default_reduce, source, target, operation, root, cache, run)
+
+    def _default_reduce(
+        self,
+        source: np.ndarray,
+        target: np.ndarray | None,
+        op: Op,
+        root: int,
+        cache: BoundCache | None,
+        run: Callable[[str | None], Coroutine[Any, Any, None]],
+    ) -> Coroutine[Any, Any, None]:
+        """The common reduce as it starts: a binomial tree's program when the message is one
+        landing slot (larger ones pipeline chunk by chunk: :func:`.reduce.binomial_reduce`),
+        else the chosen algorithm.  The bound program is kept as a bcast's is."""
+        kept = self._reduce_bound if cache is None else cache
+        arguments = (source, target, op, root, source.dtype, self.model, self.host_groups)
+        bound = kept.find(arguments)
+        if bound is not None:
+            self._ran(bound.program.name)
+            return Exchange(bound)
+        src = source.reshape(-1)
+        if self.size == 1 or not src.size:
+            return run(None)  # a copy at the root, nothing sent
+        key = ("reduce", src.nbytes, root, op)
+        plan = self._plan(key)
+        if plan is None:
+            name = select.choose("reduce", self.model, self._case(src.nbytes, op, self.host_groups))[0]
+            program = None
+            if name == "binomial" and src.nbytes <= self.landing.slot_bytes:
+                program = binomial_reduce_program(self.everyone, self.rank, root, is_commutative(op))
+            plan = self._remember(key, (name, program))
+        name, program = plan
+        if program is None:
+            return run(name)
+        self._ran(program.name)
+        bound = program.bind(self.landing, src, None if target is None else target.reshape(-1), op)
+        if cache is not None or src.nbytes <= _KEEP_BOUND_BYTES:
+            kept.keep(bound, arguments)
+        return Exchange(bound)
 
     def reduce_init(
         self,
@@ -485,7 +529,7 @@ class Collectives:
         """Persistent :meth:`reduce` (MPI-4's ``MPI_Reduce_init``): the arguments are checked once,
         here; each ``await req.start()`` reduces ``send``'s contents at that start into ``recv``
         at ``root``.  See :meth:`allreduce_init`."""
-        job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes)
+        job = self.reduce_job(send, recv, op, root, algorithm=algorithm, nodes=nodes, bind_once=True)
         return self._persistent(job, "reduce")
 
     def allreduce(

@@ -478,6 +478,47 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
     return Program(name, tuple(rounds), result=current)
 
 
+def binomial_reduce_program(group: Sequence[int], rank: int, root: int, commutative: bool) -> Program:
+    """Reduce of SOURCE into OUT at group index ``root`` along a binomial tree, one message per
+    edge (the pipelined coroutine :func:`.reduce.binomial_reduce` takes messages of several
+    chunks).  A rank combines its children's data in turn, lowest subtree first — each child's
+    subtree holds the ranks just above its own, so the result keeps rank order — then sends the
+    partial result up.  With a commutative op the tree is numbered from the root; otherwise from
+    index 0, which then sends the result to the root.  The user's SOURCE is never written: off
+    the root partial results go to SCRATCH, at the root to OUT (the program is bound with no
+    OUT off the root, so ``result`` OUT is SOURCE there and nothing is copied)."""
+    size = len(group)
+    me = group.index(rank)
+    base = root if commutative else 0
+    v = (me - base) % size
+    children: list[int] = []
+    parent = None
+    mask = 1
+    while mask < size:
+        if v & mask:
+            parent = group[(v - mask + base) % size]
+            break
+        if v + mask < size:
+            children.append(group[(v + mask + base) % size])
+        mask <<= 1
+    partial = OUT if me == root else SCRATCH
+    rounds: list[Round] = []
+    current = SOURCE
+    for child in children:
+        rounds.append(Round(receives=(Receive(child, current, into=partial, incoming_higher=True),)))
+        current = partial
+    if parent is not None:
+        rounds.append(Round(sends=(Send(parent, current),)))
+    if not commutative and root != 0:
+        if me == 0:
+            rounds.append(Round(sends=(Send(group[root], current),)))
+        elif me == root:
+            rounds.append(Round(receives=(Receive(group[0], OUT),)))
+            current = OUT
+    # A root with nothing to combine (a group of one) ends with its own data, copied into OUT.
+    return Program("reduce:binomial", tuple(rounds), result=current if me == root else OUT)
+
+
 def direct_gather_program(group: Sequence[int], rank: int, root: int) -> Program:
     """Gather of one block of SOURCE per rank into OUT at group index ``root``: every other
     index sends its block to the root, which takes them as they land (blocks placed by group
