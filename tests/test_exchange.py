@@ -27,7 +27,9 @@ from aiorma.collectives.exchange import (
     Program,
     Receive,
     barrier_program,
+    binomial_gather_program,
     binomial_reduce_program,
+    binomial_scatter_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -230,15 +232,17 @@ def _gather_family(
     one = [np.arange(BLOCK, dtype=np.int64) + 1000 * rank for rank in group]
     empty = np.zeros(0, np.int64)
     buffers: list[list[np.ndarray]] = []
-    if name == "gather":
-        programs = [direct_gather_program(group, rank, root) for rank in group]
+    if name.startswith("gather"):
+        build = binomial_gather_program if name.endswith("binomial") else direct_gather_program
+        programs = [build(group, rank, root) for rank in group]
         for rank in group:
             # off the root OUT is SOURCE: the program is bound with out=None there
             source = one[rank].copy()
             buffers.append([source, np.zeros(size * BLOCK, np.int64) if rank == root else source, empty])
         expected = [np.concatenate(one) if rank == root else one[rank] for rank in group]
-    elif name == "scatter":
-        programs = [direct_scatter_program(group, rank, root) for rank in group]
+    elif name.startswith("scatter"):
+        build = binomial_scatter_program if name.endswith("binomial") else direct_scatter_program
+        programs = [build(group, rank, root) for rank in group]
         buffers = [[whole[rank].copy(), np.zeros(BLOCK, np.int64), empty] for rank in group]
         expected = [whole[root][rank * BLOCK : (rank + 1) * BLOCK] for rank in group]
     elif name == "alltoall":
@@ -251,10 +255,13 @@ def _gather_family(
         programs = [recursive_doubling_allgather_program(group, rank) for rank in group]
         buffers = [[one[rank].copy(), np.zeros(size * BLOCK, np.int64), empty] for rank in group]
         expected = [np.concatenate(one) for _ in group]
+    for program, parts in zip(programs, buffers, strict=True):
+        if program.scratch_blocks is not None:  # SCRATCH of its own size, not like OUT
+            parts[SCRATCH] = np.zeros(program.scratch_blocks * BLOCK, np.int64)
     return programs, buffers, expected
 
 
-GATHER_FAMILY = ["gather", "scatter", "alltoall", "allgather"]
+GATHER_FAMILY = ["gather", "gather_binomial", "scatter", "scatter_binomial", "alltoall", "allgather"]
 
 
 @pytest.mark.parametrize("name", GATHER_FAMILY)
@@ -264,7 +271,7 @@ def test_gather_family_moves_every_block_to_its_place(name: str, size: int) -> N
         with pytest.raises(ValueError, match="power-of-two"):
             recursive_doubling_allgather_program(list(range(size)), 0)
         return
-    for root in range(size) if name in ("gather", "scatter") else [0]:
+    for root in range(size) if name.startswith(("gather", "scatter")) else [0]:
         programs, buffers, expected = _gather_family(name, size, root)
         interpret(programs, buffers, None, BLOCK)
         for rank in range(size):

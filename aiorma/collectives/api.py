@@ -32,7 +32,9 @@ from .exchange import (
     Exchange,
     Program,
     barrier_program,
+    binomial_gather_program,
     binomial_reduce_program,
+    binomial_scatter_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -67,8 +69,8 @@ _KEEP_BOUND_BYTES = 64 << 10
 #: The gather family's algorithms that run as exchange programs, and their program builders
 #: (group, rank, root).
 _PROGRAMS: dict[str, dict[str, Callable[[list[int], int, int], Program]]] = {
-    "gather": {"direct": direct_gather_program},
-    "scatter": {"direct": direct_scatter_program},
+    "gather": {"direct": direct_gather_program, "binomial": binomial_gather_program},
+    "scatter": {"direct": direct_scatter_program, "binomial": binomial_scatter_program},
     "alltoall": {"direct": lambda group, rank, _root: direct_alltoall_program(group, rank)},
     "allgather": {
         "recursive_doubling": lambda group, rank, _root: recursive_doubling_allgather_program(group, rank)

@@ -43,7 +43,7 @@ import numpy as np
 from .._core.memcopy import copy_bytes
 from ..constants import Op
 from .reduce_ops import combiner
-from .schedules import largest_power_of_two
+from .schedules import binomial_subtree, knomial_children, knomial_parent, largest_power_of_two
 
 Consume = Callable[[np.ndarray, int, int], None]
 
@@ -129,6 +129,8 @@ class Program:
     name: str
     rounds: tuple[Round, ...]
     result: int = OUT
+    #: SCRATCH's size in blocks (bytes, as many blocks as bound with); None: an array like OUT.
+    scratch_blocks: int | None = None
     #: Whether the program uses SCRATCH (bind makes the array).
     scratch: bool = attrs.field(init=False)
 
@@ -174,7 +176,11 @@ class Bound:
         self.channel = ch
         parts: list[np.ndarray] = []
         if source is not None and out is not None:
-            parts = [source, out, np.empty_like(out) if program.scratch else out]
+            scratch = out
+            if program.scratch:
+                blocks = program.scratch_blocks
+                scratch = np.empty_like(out) if blocks is None else np.empty(blocks * block, np.uint8)
+            parts = [source, out, scratch]
         self.parts = parts
         raw = [part.reshape(-1).view(np.uint8) for part in parts]
 
@@ -529,6 +535,63 @@ def direct_gather_program(group: Sequence[int], rank: int, root: int) -> Program
         return Program(name, (Round(sends=(Send(group[root], SOURCE),)),), result=SOURCE)
     receives = tuple(Receive(group[i], OUT, blocks=(i, 1)) for i in range(len(group)) if i != root)
     return Program(name, (Round(copies=(Copy(SOURCE, None, OUT, (root, 1)),), receives=receives),))
+
+
+def binomial_gather_program(group: Sequence[int], rank: int, root: int) -> Program:
+    """Gather along a binomial tree numbered from group index ``root``: a subtree's blocks are
+    contiguous in that numbering, so each rank collects its subtree's blocks in one buffer (the
+    children's arrive at once, each one message) and sends it to its parent as one message.  At
+    root 0 the buffer is OUT itself; at another root the numbering is rotated, and the blocks are
+    copied into place at the end."""
+    size = len(group)
+    me = group.index(rank)
+    v = (me - root) % size
+    span = binomial_subtree(v, size)
+    work = OUT if v == 0 and root == 0 else SCRATCH
+    receives = tuple(
+        Receive(group[(c + root) % size], work, blocks=(c - v, binomial_subtree(c, size)))
+        for c in knomial_children(v, size, 2)
+    )
+    rounds = [Round(copies=(Copy(SOURCE, None, work, (0, 1)),), receives=receives)]
+    parent = knomial_parent(v, 2)
+    if parent is not None:
+        rounds.append(Round(sends=(Send(group[(parent + root) % size], work, (0, span)),)))
+    elif work == SCRATCH:  # relative order back to absolute
+        head = size - root
+        rotate = (Copy(SCRATCH, (0, head), OUT, (root, head)), Copy(SCRATCH, (head, root), OUT, (0, root)))
+        rounds.append(Round(copies=rotate))
+    return Program("gather:binomial", tuple(rounds), scratch_blocks=span)
+
+
+def binomial_scatter_program(group: Sequence[int], rank: int, root: int) -> Program:
+    """The reverse of :func:`binomial_gather_program`: each rank takes its subtree's blocks from
+    its parent in one message and sends each child its subtree's, then keeps its own block.  Root
+    0 sends straight from SOURCE; another root first copies SOURCE into the rotated order."""
+    size = len(group)
+    me = group.index(rank)
+    v = (me - root) % size
+    span = binomial_subtree(v, size)
+    rounds: list[Round] = []
+    copies: tuple[Copy, ...] = ()
+    work = SCRATCH
+    if v == 0 and root == 0:
+        work = SOURCE
+    elif v == 0:
+        head = size - root
+        copies = (
+            Copy(SOURCE, (root, head), SCRATCH, (0, head)),
+            Copy(SOURCE, (0, root), SCRATCH, (head, root)),
+        )
+    else:
+        parent = knomial_parent(v, 2)
+        assert parent is not None
+        rounds.append(Round(receives=(Receive(group[(parent + root) % size], SCRATCH, blocks=(0, span)),)))
+    sends = tuple(
+        Send(group[(c + root) % size], work, (c - v, binomial_subtree(c, size)))
+        for c in knomial_children(v, size, 2)
+    )
+    rounds.append(Round(copies=(*copies, Copy(work, (0, 1), OUT, None)), sends=sends))
+    return Program("scatter:binomial", tuple(rounds), scratch_blocks=span)
 
 
 def direct_scatter_program(group: Sequence[int], rank: int, root: int) -> Program:

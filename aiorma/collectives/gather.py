@@ -14,13 +14,14 @@ import numpy as np
 from .bcast import await_all, knomial_bcast
 from .exchange import (
     Exchange,
+    binomial_gather_program,
+    binomial_scatter_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
     recursive_doubling_allgather_program,
 )
 from .landing import Landing
-from .schedules import binomial_subtree, knomial_children, knomial_parent
 
 
 def _blocks(buf: np.ndarray, block: int, first: int, count: int) -> np.ndarray:
@@ -133,41 +134,13 @@ def direct_gather(
     return program.bind(ch, mine, mine if out is None else out, block=int(mine.size)).start()
 
 
-async def binomial_gather(
+def binomial_gather(
     ch: Landing, out: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
-) -> None:
-    """Blocks climb a binomial tree numbered relative to the root; a subtree's blocks are
-    contiguous in relative order, so each edge carries one message."""
-    size = len(group)
-    me = group.index(ch.rank)
-    block = int(mine.size)
-    v = (me - root) % size
-    span = binomial_subtree(v, size)
-    # relative indices v .. v+span-1; at root 0 relative order is absolute order, so the blocks
-    # land in ``out`` itself and need no rotation at the end
-    work = out if v == 0 and root == 0 else np.empty(span * block, np.uint8)
-    assert work is not None
-    work[:block] = mine
-    children = knomial_children(v, size, 2)
-    await await_all(
-        [
-            ch.recv(
-                group[(c + root) % size], work[(c - v) * block : (c - v + binomial_subtree(c, size)) * block]
-            )
-            for c in children
-        ]
-    )
-    parent = knomial_parent(v, 2)
-    if parent is not None:
-        await ch.send(group[(parent + root) % size], work)
-        return
-    assert out is not None
-    if root == 0:
-        return
-    # work holds relative indices 0..m-1: rotate into absolute order
-    head = (size - root) * block
-    out[root * block :] = work[:head]
-    out[: root * block] = work[head:]
+) -> Exchange:
+    """Blocks climb a binomial tree numbered relative to the root, one message per edge:
+    :func:`.exchange.binomial_gather_program`.  Awaitable."""
+    program = binomial_gather_program(group, ch.rank, root)
+    return program.bind(ch, mine, mine if out is None else out, block=int(mine.size)).start()
 
 
 def direct_scatter(
@@ -179,36 +152,13 @@ def direct_scatter(
     return program.bind(ch, mine if src is None else src, mine, block=int(mine.size)).start()
 
 
-async def binomial_scatter(
+def binomial_scatter(
     ch: Landing, src: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
-) -> None:
-    """The reverse of :func:`binomial_gather`: each edge carries the child's subtree's blocks."""
-    size = len(group)
-    me = group.index(ch.rank)
-    block = int(mine.size)
-    v = (me - root) % size
-    span = binomial_subtree(v, size)
-    if v == 0 and root == 0:
-        assert src is not None
-        work = src  # relative order is absolute order: send straight from the caller's buffer
-    elif v == 0:
-        assert src is not None
-        work = np.empty(size * block, np.uint8)  # relative order
-        head = (size - root) * block
-        work[:head] = src[root * block :]
-        work[head:] = src[: root * block]
-    else:
-        work = np.empty(span * block, np.uint8)
-        await ch.recv(group[(knomial_parent(v, 2) + root) % size], work)  # type: ignore[operator]
-    await await_all(
-        [
-            ch.send(
-                group[(c + root) % size], work[(c - v) * block : (c - v + binomial_subtree(c, size)) * block]
-            )
-            for c in knomial_children(v, size, 2)
-        ]
-    )
-    mine[...] = work[:block]
+) -> Exchange:
+    """The reverse of :func:`binomial_gather`: each edge carries the child's subtree's blocks
+    (:func:`.exchange.binomial_scatter_program`).  Awaitable."""
+    program = binomial_scatter_program(group, ch.rank, root)
+    return program.bind(ch, mine if src is None else src, mine, block=int(mine.size)).start()
 
 
 # ---------------------------------------------------------------------- alltoall
