@@ -30,6 +30,7 @@ from aiorma.collectives.exchange import (
     binomial_gather_program,
     binomial_reduce_program,
     binomial_scatter_program,
+    bruck_allgather_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -252,7 +253,8 @@ def _gather_family(
             np.concatenate([whole[j][rank * BLOCK : (rank + 1) * BLOCK] for j in group]) for rank in group
         ]
     else:
-        programs = [recursive_doubling_allgather_program(group, rank) for rank in group]
+        build = bruck_allgather_program if name.endswith("bruck") else recursive_doubling_allgather_program
+        programs = [build(group, rank) for rank in group]
         buffers = [[one[rank].copy(), np.zeros(size * BLOCK, np.int64), empty] for rank in group]
         expected = [np.concatenate(one) for _ in group]
     for program, parts in zip(programs, buffers, strict=True):
@@ -261,7 +263,15 @@ def _gather_family(
     return programs, buffers, expected
 
 
-GATHER_FAMILY = ["gather", "gather_binomial", "scatter", "scatter_binomial", "alltoall", "allgather"]
+GATHER_FAMILY = [
+    "gather",
+    "gather_binomial",
+    "scatter",
+    "scatter_binomial",
+    "alltoall",
+    "allgather",
+    "allgather_bruck",
+]
 
 
 @pytest.mark.parametrize("name", GATHER_FAMILY)

@@ -35,6 +35,7 @@ from .exchange import (
     binomial_gather_program,
     binomial_reduce_program,
     binomial_scatter_program,
+    bruck_allgather_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -73,7 +74,8 @@ _PROGRAMS: dict[str, dict[str, Callable[[list[int], int, int], Program]]] = {
     "scatter": {"direct": direct_scatter_program, "binomial": binomial_scatter_program},
     "alltoall": {"direct": lambda group, rank, _root: direct_alltoall_program(group, rank)},
     "allgather": {
-        "recursive_doubling": lambda group, rank, _root: recursive_doubling_allgather_program(group, rank)
+        "recursive_doubling": lambda group, rank, _root: recursive_doubling_allgather_program(group, rank),
+        "bruck": lambda group, rank, _root: bruck_allgather_program(group, rank),
     },
 }
 

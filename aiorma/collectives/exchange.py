@@ -650,6 +650,33 @@ def recursive_doubling_allgather_program(group: Sequence[int], rank: int) -> Pro
     return Program("allgather:recursive_doubling", tuple(rounds) or (Round(copies=own),))
 
 
+def bruck_allgather_program(group: Sequence[int], rank: int) -> Program:
+    """Bruck et al.'s allgather of SOURCE (one block) into OUT, any group size, ``ceil(log2 m)``
+    rounds: in SCRATCH, rotated so that our own block is first, round ``r`` sends the first
+    ``min(2^r, m - 2^r)`` blocks to index ``i - 2^r`` and receives as many from ``i + 2^r``
+    behind them (never the blocks being sent); the end rotates them into OUT."""
+    size = len(group)
+    me = group.index(rank)
+    own = (Copy(SOURCE, None, SCRATCH, (0, 1)),)
+    rounds = []
+    have = 1
+    while have < size:
+        count = min(have, size - have)
+        rounds.append(
+            Round(
+                copies=own if have == 1 else (),
+                sends=(Send(group[(me - have) % size], SCRATCH, (0, count)),),
+                receives=(Receive(group[(me + have) % size], SCRATCH, blocks=(have, count)),),
+            )
+        )
+        have += count
+    # SCRATCH block j is index me + j's
+    head = size - me
+    rotate = (Copy(SCRATCH, (0, head), OUT, (me, head)), Copy(SCRATCH, (head, me), OUT, (0, me)))
+    rounds.append(Round(copies=rotate if size > 1 else (*own, *rotate)))
+    return Program("allgather:bruck", tuple(rounds), scratch_blocks=size)
+
+
 class BoundCache:
     """A bound program kept for the next run with the same arguments, so that run skips the
     binding: a persistent collective's (its buffers never change), or a Comm's last plain call of

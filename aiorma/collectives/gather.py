@@ -16,6 +16,7 @@ from .exchange import (
     Exchange,
     binomial_gather_program,
     binomial_scatter_program,
+    bruck_allgather_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
@@ -68,28 +69,12 @@ def recursive_doubling_allgather(ch: Landing, out: np.ndarray, block: int, group
     return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
 
 
-async def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
-    """Bruck et al.: any group size in ``ceil(log2 m)`` rounds.  Work in a buffer rotated so our
-    own block is first; in round ``r`` send the first ``min(2^r, m−2^r)`` blocks to index
-    ``i − 2^r`` and receive as many from ``i + 2^r`` behind them; rotate back at the end."""
-    size = len(group)
+def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
+    """Any group size, ``out`` holding our own block already:
+    :func:`.exchange.bruck_allgather_program`.  Awaitable."""
     me = group.index(ch.rank)
-    work = np.empty_like(out)
-    work[:block] = _blocks(out, block, me, 1)
-    have = 1
-    while have < size:
-        count = min(have, size - have)
-        await await_all(
-            [
-                ch.send(group[(me - have) % size], work[: count * block]),
-                ch.recv(group[(me + have) % size], work[have * block : (have + count) * block]),
-            ]
-        )
-        have += count
-    # work[j] is the block of index me + j
-    head = (size - me) * block
-    out[me * block :] = work[:head]
-    out[: me * block] = work[head:]
+    program = bruck_allgather_program(group, ch.rank)
+    return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
 
 
 async def hierarchical_allgather(
