@@ -31,11 +31,14 @@ from aiorma.collectives.exchange import (
     binomial_reduce_program,
     binomial_scatter_program,
     bruck_allgather_program,
+    direct_allgather_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
+    pairwise_alltoall_program,
     recursive_doubling_allgather_program,
     recursive_doubling_program,
+    ring_allgather_program,
     tree_program,
 )
 from aiorma.constants import Op
@@ -246,15 +249,21 @@ def _gather_family(
         programs = [build(group, rank, root) for rank in group]
         buffers = [[whole[rank].copy(), np.zeros(BLOCK, np.int64), empty] for rank in group]
         expected = [whole[root][rank * BLOCK : (rank + 1) * BLOCK] for rank in group]
-    elif name == "alltoall":
-        programs = [direct_alltoall_program(group, rank) for rank in group]
+    elif name.startswith("alltoall"):
+        build = pairwise_alltoall_program if name.endswith("pairwise") else direct_alltoall_program
+        programs = [build(group, rank) for rank in group]
         buffers = [[whole[rank].copy(), np.zeros(size * BLOCK, np.int64), empty] for rank in group]
         expected = [
             np.concatenate([whole[j][rank * BLOCK : (rank + 1) * BLOCK] for j in group]) for rank in group
         ]
     else:
-        build = bruck_allgather_program if name.endswith("bruck") else recursive_doubling_allgather_program
-        programs = [build(group, rank) for rank in group]
+        builders = {
+            "allgather": recursive_doubling_allgather_program,
+            "allgather_bruck": bruck_allgather_program,
+            "allgather_ring": ring_allgather_program,
+            "allgather_direct": direct_allgather_program,
+        }
+        programs = [builders[name](group, rank) for rank in group]
         buffers = [[one[rank].copy(), np.zeros(size * BLOCK, np.int64), empty] for rank in group]
         expected = [np.concatenate(one) for _ in group]
     for program, parts in zip(programs, buffers, strict=True):
@@ -269,8 +278,11 @@ GATHER_FAMILY = [
     "scatter",
     "scatter_binomial",
     "alltoall",
+    "alltoall_pairwise",
     "allgather",
     "allgather_bruck",
+    "allgather_ring",
+    "allgather_direct",
 ]
 
 

@@ -36,11 +36,14 @@ from .exchange import (
     binomial_reduce_program,
     binomial_scatter_program,
     bruck_allgather_program,
+    direct_allgather_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
+    pairwise_alltoall_program,
     recursive_doubling_allgather_program,
     recursive_doubling_program,
+    ring_allgather_program,
     tree_program,
 )
 from .gather import (
@@ -72,10 +75,15 @@ _KEEP_BOUND_BYTES = 64 << 10
 _PROGRAMS: dict[str, dict[str, Callable[[list[int], int, int], Program]]] = {
     "gather": {"direct": direct_gather_program, "binomial": binomial_gather_program},
     "scatter": {"direct": direct_scatter_program, "binomial": binomial_scatter_program},
-    "alltoall": {"direct": lambda group, rank, _root: direct_alltoall_program(group, rank)},
+    "alltoall": {
+        "direct": lambda group, rank, _root: direct_alltoall_program(group, rank),
+        "pairwise": lambda group, rank, _root: pairwise_alltoall_program(group, rank),
+    },
     "allgather": {
         "recursive_doubling": lambda group, rank, _root: recursive_doubling_allgather_program(group, rank),
         "bruck": lambda group, rank, _root: bruck_allgather_program(group, rank),
+        "ring": lambda group, rank, _root: ring_allgather_program(group, rank),
+        "direct": lambda group, rank, _root: direct_allgather_program(group, rank),
     },
 }
 

@@ -625,6 +625,46 @@ def direct_alltoall_program(group: Sequence[int], rank: int) -> Program:
     )
 
 
+def ring_allgather_program(group: Sequence[int], rank: int) -> Program:
+    """Allgather of SOURCE (one block) into OUT around a ring: own block first, then in step
+    ``s`` index ``i`` passes block ``i - s`` to the right and takes block ``i - s - 1`` from the
+    left."""
+    size = len(group)
+    me = group.index(rank)
+    right, left = group[(me + 1) % size], group[(me - 1) % size]
+    own = (Copy(SOURCE, None, OUT, (me, 1)),)
+    rounds = [
+        Round(
+            copies=own if step == 0 else (),
+            sends=(Send(right, OUT, ((me - step) % size, 1)),),
+            receives=(Receive(left, OUT, blocks=((me - step - 1) % size, 1)),),
+        )
+        for step in range(size - 1)
+    ]
+    return Program("allgather:ring", tuple(rounds) or (Round(copies=own),))
+
+
+def direct_allgather_program(group: Sequence[int], rank: int) -> Program:
+    """Allgather of SOURCE (one block) into OUT in one round: our block goes to every other
+    index at once (staggered, as :func:`direct_alltoall_program`), theirs are taken as they land.
+    The bytes of the ring, but no step waits for a block another rank forwarded — where ranks
+    share cores, each such hand-off waits for that rank to be scheduled."""
+    size = len(group)
+    me = group.index(rank)
+    return Program(
+        "allgather:direct",
+        (
+            Round(
+                copies=(Copy(SOURCE, None, OUT, (me, 1)),),
+                sends=tuple(Send(group[(me + s) % size], SOURCE) for s in range(1, size)),
+                receives=tuple(
+                    Receive(group[(me - s) % size], OUT, blocks=((me - s) % size, 1)) for s in range(1, size)
+                ),
+            ),
+        ),
+    )
+
+
 def recursive_doubling_allgather_program(group: Sequence[int], rank: int) -> Program:
     """Allgather of SOURCE (one block) into OUT over a power-of-two group: own block first, then
     in round ``r`` the ``2^r`` blocks gathered so far go to the partner ``i xor 2^r`` while its
@@ -675,6 +715,24 @@ def bruck_allgather_program(group: Sequence[int], rank: int) -> Program:
     rotate = (Copy(SCRATCH, (0, head), OUT, (me, head)), Copy(SCRATCH, (head, me), OUT, (0, me)))
     rounds.append(Round(copies=rotate if size > 1 else (*own, *rotate)))
     return Program("allgather:bruck", tuple(rounds), scratch_blocks=size)
+
+
+def pairwise_alltoall_program(group: Sequence[int], rank: int) -> Program:
+    """Alltoall in ``m - 1`` steps: in step ``s`` block ``i + s`` of SOURCE goes to index
+    ``i + s`` while block ``i - s`` of OUT comes from index ``i - s`` (fewer landing slots in use
+    than the direct program's, for large blocks)."""
+    size = len(group)
+    me = group.index(rank)
+    own = (Copy(SOURCE, (me, 1), OUT, (me, 1)),)
+    rounds = [
+        Round(
+            copies=own if step == 1 else (),
+            sends=(Send(group[(me + step) % size], SOURCE, ((me + step) % size, 1)),),
+            receives=(Receive(group[(me - step) % size], OUT, blocks=((me - step) % size, 1)),),
+        )
+        for step in range(1, size)
+    ]
+    return Program("alltoall:pairwise", tuple(rounds) or (Round(copies=own),))
 
 
 class BoundCache:

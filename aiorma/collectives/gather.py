@@ -17,10 +17,13 @@ from .exchange import (
     binomial_gather_program,
     binomial_scatter_program,
     bruck_allgather_program,
+    direct_allgather_program,
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
+    pairwise_alltoall_program,
     recursive_doubling_allgather_program,
+    ring_allgather_program,
 )
 from .landing import Landing
 
@@ -32,33 +35,24 @@ def _blocks(buf: np.ndarray, block: int, first: int, count: int) -> np.ndarray:
 # ---------------------------------------------------------------------- allgather
 
 
-async def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
-    """``m−1`` steps; in step ``s`` index ``i`` passes block ``i−s`` to the right."""
-    size = len(group)
+def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
+    """``m−1`` steps around a ring, ``out`` holding our own block already:
+    :func:`.exchange.ring_allgather_program`.  Awaitable."""
     me = group.index(ch.rank)
-    right, left = group[(me + 1) % size], group[(me - 1) % size]
-    for step in range(size - 1):
-        out_block, in_block = (me - step) % size, (me - step - 1) % size
-        await await_all(
-            [
-                ch.send(right, _blocks(out, block, out_block, 1)),
-                ch.recv(left, _blocks(out, block, in_block, 1)),
-            ]
-        )
+    return (
+        ring_allgather_program(group, ch.rank).bind(ch, _blocks(out, block, me, 1), out, block=block).start()
+    )
 
 
-async def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> None:
-    """One round: every index puts its own block towards every other index's landing slots at
-    once (staggered start ``i+1, i+2, …``, as :func:`direct_alltoall`) and takes the others'
-    blocks as they land.  The same bytes as the ring, but no step waits for a block that another
-    step forwarded: on ranks that share cores each such hand-off waits for the forwarding rank to
-    be scheduled, which costs more than the copies for large blocks."""
-    size = len(group)
+def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
+    """One round, ``out`` holding our own block already: :func:`.exchange.direct_allgather_program`.
+    Awaitable."""
     me = group.index(ch.rank)
-    mine = _blocks(out, block, me, 1)
-    sends = [ch.send(group[(me + s) % size], mine) for s in range(1, size)]
-    recvs = [ch.recv(group[(me - s) % size], _blocks(out, block, (me - s) % size, 1)) for s in range(1, size)]
-    await await_all(sends + recvs)
+    return (
+        direct_allgather_program(group, ch.rank)
+        .bind(ch, _blocks(out, block, me, 1), out, block=block)
+        .start()
+    )
 
 
 def recursive_doubling_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
@@ -158,19 +152,9 @@ def direct_alltoall(
     return direct_alltoall_program(group, ch.rank).bind(ch, src, out, block=block).start()
 
 
-async def pairwise_alltoall(
+def pairwise_alltoall(
     ch: Landing, src: np.ndarray, out: np.ndarray, block: int, group: Sequence[int]
-) -> None:
-    """``m−1`` steps; in step ``s`` send to ``i+s`` and receive from ``i−s`` (less landing-slot
-    pressure than the direct algorithm for large blocks)."""
-    size = len(group)
-    me = group.index(ch.rank)
-    _blocks(out, block, me, 1)[...] = _blocks(src, block, me, 1)
-    for step in range(1, size):
-        dst, source = (me + step) % size, (me - step) % size
-        await await_all(
-            [
-                ch.send(group[dst], _blocks(src, block, dst, 1)),
-                ch.recv(group[source], _blocks(out, block, source, 1)),
-            ]
-        )
+) -> Exchange:
+    """``m−1`` steps, one peer each way per step: :func:`.exchange.pairwise_alltoall_program`.
+    Awaitable."""
+    return pairwise_alltoall_program(group, ch.rank).bind(ch, src, out, block=block).start()
