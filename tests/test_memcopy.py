@@ -2,8 +2,9 @@
 
 A landing slot starts on a page and a large numpy array 16 bytes into one, so a forward copy
 from slot to array is the case where ``rep movsb`` on AMD Zen runs ten times slower (measured in
-docs/benchmarks.md).  Speed is the benchmark's to show; these tests check that the copy is exact
-at every relative offset and that every copy out of a slot takes the careful road."""
+docs/benchmarks.md; ``dev/probe_copy_alias.py``).  Speed is the benchmark's to show; these tests
+check that the copy is exact at every relative offset and size, and that every copy out of a
+slot takes the careful road."""
 
 from __future__ import annotations
 
@@ -23,16 +24,10 @@ def _at_page_offset(size: int, offset: int, pool: list[np.ndarray]) -> np.ndarra
     return raw[start : start + size]
 
 
-def test_page_aliased_is_the_slow_window_only() -> None:
-    assert not memcopy.page_aliased(4096, 4096)
-    assert all(memcopy.page_aliased(4096 + d, 4096) for d in range(1, memcopy.ALIASED_BELOW))
-    assert not memcopy.page_aliased(4096 + memcopy.ALIASED_BELOW, 4096)
-    # The destination before the source (a backward distance) is not the slow case.
-    assert not memcopy.page_aliased(4096 - 16, 4096)
-    assert memcopy.page_aliased(3 * 4096 + 16, 4096)  # whole pages apart: the same case
-
-
-@pytest.mark.parametrize("size", [1, 100, memcopy.SHORT_COPY - 1, memcopy.SHORT_COPY, 65536 + 3])
+@pytest.mark.parametrize(
+    "size",
+    [1, 100, memcopy.SHORT_COPY - 1, memcopy.SHORT_COPY, 65536 + 3, memcopy.LONG_COPY - 1, memcopy.LONG_COPY],
+)
 def test_copy_bytes_is_exact_at_every_relative_offset(size: int) -> None:
     pool: list[np.ndarray] = []
     rng = np.random.default_rng(size)

@@ -1,37 +1,35 @@
 """Copying bytes without glibc's slow ``rep movsb`` case.
 
-For copies of a few KiB and more, glibc's ``memcpy``/``memmove`` use the CPU's ``rep movsb``
-string instruction.  On AMD Zen processors (this project's machine: an EPYC VM, glibc 2.36) that
-instruction runs about ten times slower when the destination lies a few bytes *after* the source
-modulo the 4 KiB page — ``(dst - src) mod 4096`` from 1 to 31 measured there: 256 KiB in
-~120 µs against ~10 µs.  It is the common case of aiorma's collectives: a landing slot starts on a
-page, and a large numpy array starts 16 bytes into one (glibc's header of an ``mmap``-ed block),
-so every large receive copied out of a slot at a tenth of the memory's speed.  numpy's ufunc loops
-are vector loads and stores, not ``rep movsb``: ``np.positive`` on bytes is such a copy at full
-speed whatever the offsets.  (glibc 2.39 learnt to avoid the case; older ones are common.)
+For copies from a few KiB up to its non-temporal threshold, glibc's ``memcpy``/``memmove`` use
+the CPU's ``rep movsb`` string instruction.  On AMD Zen processors (this project's machine: an
+EPYC VM, glibc 2.36) that instruction runs about ten times slower when the destination lies a few
+bytes *after* the source modulo the 4 KiB page — ``(dst - src) mod 4096`` from 1 to 31 measured
+there: 256 KiB in ~130 µs against ~10 µs (``dev/probe_copy_alias.py`` prints the table).  It is
+the common case of aiorma's collectives: a landing slot starts on a page, and a large numpy array
+16 bytes into one (glibc's header of an ``mmap``-ed block), so every chunk copied out of a slot
+into such an array went at a tenth of the memory's speed.  numpy's ufunc loops are vector loads
+and stores, not ``rep movsb``: ``np.positive`` on bytes is a copy at full speed whatever the
+offsets, and within a microsecond of ``memcpy`` where ``memcpy`` is fast — cheaper than finding
+out which case a copy is (an array's address costs ~2.5 µs to ask from Python).  From 512 KiB on,
+glibc copies with non-temporal stores instead, fast at every offset and faster than the loop, so
+long copies stay plain.  (glibc 2.39 learnt to avoid the slow case; older ones are common.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Relative page offsets ``(dst - src) mod 4096`` below this (and above 0) take the vector loop;
-#: 1-31 measured slow, 32-63 kept out too for margin on other cores.
-ALIASED_BELOW = 64
-#: Copies shorter than this never use ``rep movsb`` in glibc (its threshold is 2-8 KiB): plain
-#: assignment, without looking at the addresses.
+#: Copies shorter than this never use ``rep movsb`` in glibc (its threshold is 2-8 KiB).
 SHORT_COPY = 2048
-
-
-def page_aliased(dst_address: int, src_address: int) -> bool:
-    """True when a forward copy from ``src_address`` to ``dst_address`` is the slow case."""
-    return 0 < (dst_address - src_address) % 4096 < ALIASED_BELOW
+#: From here on glibc copies with non-temporal stores (measured: slow case up to 384 KiB, none at
+#: 512 KiB and beyond), where ``memcpy`` beats the vector loop (1 MiB: ~32 µs against ~47 µs).
+LONG_COPY = 512 << 10
 
 
 def copy_bytes(out: np.ndarray, src: np.ndarray) -> None:
     """``out[...] = src`` for 1-D contiguous arrays of one dtype and size, at memory speed
     whatever their addresses (see the module docstring)."""
-    if src.nbytes >= SHORT_COPY and page_aliased(out.ctypes.data, src.ctypes.data):
+    if SHORT_COPY <= src.nbytes < LONG_COPY:
         # As bytes: a ufunc on the typed values could change them (a float NaN's payload).
         np.positive(src.view(np.uint8), out=out.view(np.uint8))
     else:
