@@ -20,12 +20,8 @@ import pytest
 
 from aiorma.collectives.barrier import nway_peers
 from aiorma.collectives.bcast import knomial_links
-from aiorma.collectives.exchange import (
-    OUT,
-    SCRATCH,
-    SOURCE,
-    Program,
-    Receive,
+from aiorma.collectives.exchange import OUT, SCRATCH, SOURCE, Program, Receive
+from aiorma.collectives.programs import (
     barrier_program,
     binomial_gather_program,
     binomial_reduce_program,

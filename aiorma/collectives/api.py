@@ -26,32 +26,14 @@ from . import validate as check
 from .barrier import nway_peers
 from .bcast import knomial_links
 from .calibration import PINGS, measure
-from .exchange import (
-    Bound,
-    BoundCache,
-    Exchange,
-    Program,
-    barrier_program,
-    binomial_gather_program,
-    binomial_reduce_program,
-    binomial_scatter_program,
-    bruck_allgather_program,
-    direct_allgather_program,
-    direct_alltoall_program,
-    direct_gather_program,
-    direct_scatter_program,
-    pairwise_alltoall_program,
-    recursive_doubling_allgather_program,
-    recursive_doubling_program,
-    ring_allgather_program,
-    tree_program,
-)
+from .exchange import Bound, BoundCache, Exchange
 from .gather import (
     bruck_allgather,
 )
 from .landing import Landing, LandingConfig
 from .model import DEFAULT_LOCAL, DEFAULT_MPI, LogGP
 from .persistent import Persistent
+from .programs import barrier_program, binomial_reduce_program, recursive_doubling_program, tree_program
 from .reduce_ops import is_commutative
 from .runner import SerialRunner
 from .schedules import check_tree, node_groups, tree_parent_children
@@ -69,23 +51,6 @@ def _bytes(array: np.ndarray) -> np.ndarray:
 #: A plain call keeps its bound program for the next call with the same arrays up to this size
 #: (a loop of small collectives skips the binding; a large one would keep its scratch array).
 _KEEP_BOUND_BYTES = 64 << 10
-
-#: The gather family's algorithms that run as exchange programs, and their program builders
-#: (group, rank, root).
-_PROGRAMS: dict[str, dict[str, Callable[[list[int], int, int], Program]]] = {
-    "gather": {"direct": direct_gather_program, "binomial": binomial_gather_program},
-    "scatter": {"direct": direct_scatter_program, "binomial": binomial_scatter_program},
-    "alltoall": {
-        "direct": lambda group, rank, _root: direct_alltoall_program(group, rank),
-        "pairwise": lambda group, rank, _root: pairwise_alltoall_program(group, rank),
-    },
-    "allgather": {
-        "recursive_doubling": lambda group, rank, _root: recursive_doubling_allgather_program(group, rank),
-        "bruck": lambda group, rank, _root: bruck_allgather_program(group, rank),
-        "ring": lambda group, rank, _root: ring_allgather_program(group, rank),
-        "direct": lambda group, rank, _root: direct_allgather_program(group, rank),
-    },
-}
 
 
 async def _nothing() -> None:
@@ -121,7 +86,7 @@ class Collectives:
         self._bcast_bound = BoundCache()
         self._allreduce_bound = BoundCache()
         self._reduce_bound = BoundCache()
-        self._gathers_bound = {kind: BoundCache() for kind in _PROGRAMS}
+        self._gathers_bound = {kind: BoundCache() for kind in ("allgather", "gather", "scatter", "alltoall")}
         self._plans_from: tuple[LogGP, Groups | None] | None = None
 
     @classmethod
@@ -682,7 +647,7 @@ class Collectives:
                 groups = self.host_groups if kind == "allgather" else None
                 case = self._case(block, groups=groups, slot=None if kind == "allgather" else 0)
                 name = select.choose(kind, self.model, case)[0]
-            build = _PROGRAMS[kind].get(name)
+            build = select.TABLES[kind][name].program
             plan = self._remember(key, (name, build and build(self.everyone, self.rank, root)))
         name, program = plan
         if program is None:

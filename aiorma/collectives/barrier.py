@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .exchange import Channel, Exchange, barrier_program
+from .exchange import Channel, Exchange
+from .programs import barrier_program
 from .schedules import nway_distances
 
 

@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Sequence
 
 import numpy as np
 
-from .exchange import Channel, Exchange, tree_program
+from .exchange import Channel, Exchange
 from .landing import Landing
+from .programs import tree_program
 from .schedules import binomial_subtree, knomial_children, knomial_parent, split
 
 

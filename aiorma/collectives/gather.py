@@ -12,8 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .bcast import await_all, knomial_bcast
-from .exchange import (
-    Exchange,
+from .exchange import Exchange
+from .landing import Landing
+from .programs import (
     binomial_gather_program,
     binomial_scatter_program,
     bruck_allgather_program,
@@ -25,7 +26,6 @@ from .exchange import (
     recursive_doubling_allgather_program,
     ring_allgather_program,
 )
-from .landing import Landing
 
 
 def _blocks(buf: np.ndarray, block: int, first: int, count: int) -> np.ndarray:
@@ -37,7 +37,7 @@ def _blocks(buf: np.ndarray, block: int, first: int, count: int) -> np.ndarray:
 
 def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
     """``m−1`` steps around a ring, ``out`` holding our own block already:
-    :func:`.exchange.ring_allgather_program`.  Awaitable."""
+    :func:`.programs.ring_allgather_program`.  Awaitable."""
     me = group.index(ch.rank)
     return (
         ring_allgather_program(group, ch.rank).bind(ch, _blocks(out, block, me, 1), out, block=block).start()
@@ -45,7 +45,7 @@ def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int
 
 
 def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
-    """One round, ``out`` holding our own block already: :func:`.exchange.direct_allgather_program`.
+    """One round, ``out`` holding our own block already: :func:`.programs.direct_allgather_program`.
     Awaitable."""
     me = group.index(ch.rank)
     return (
@@ -57,7 +57,7 @@ def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[i
 
 def recursive_doubling_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
     """Power-of-two groups, ``out`` holding our own block already:
-    :func:`.exchange.recursive_doubling_allgather_program`.  Awaitable."""
+    :func:`.programs.recursive_doubling_allgather_program`.  Awaitable."""
     me = group.index(ch.rank)
     program = recursive_doubling_allgather_program(group, ch.rank)
     return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
@@ -65,7 +65,7 @@ def recursive_doubling_allgather(ch: Landing, out: np.ndarray, block: int, group
 
 def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
     """Any group size, ``out`` holding our own block already:
-    :func:`.exchange.bruck_allgather_program`.  Awaitable."""
+    :func:`.programs.bruck_allgather_program`.  Awaitable."""
     me = group.index(ch.rank)
     program = bruck_allgather_program(group, ch.rank)
     return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
@@ -108,7 +108,7 @@ def direct_gather(
     ch: Landing, out: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
 ) -> Exchange:
     """Every index puts its block to the root, which takes them as they land:
-    :func:`.exchange.direct_gather_program`.  Awaitable."""
+    :func:`.programs.direct_gather_program`.  Awaitable."""
     program = direct_gather_program(group, ch.rank, root)
     return program.bind(ch, mine, mine if out is None else out, block=int(mine.size)).start()
 
@@ -117,7 +117,7 @@ def binomial_gather(
     ch: Landing, out: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
 ) -> Exchange:
     """Blocks climb a binomial tree numbered relative to the root, one message per edge:
-    :func:`.exchange.binomial_gather_program`.  Awaitable."""
+    :func:`.programs.binomial_gather_program`.  Awaitable."""
     program = binomial_gather_program(group, ch.rank, root)
     return program.bind(ch, mine, mine if out is None else out, block=int(mine.size)).start()
 
@@ -126,7 +126,7 @@ def direct_scatter(
     ch: Landing, src: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
 ) -> Exchange:
     """The root puts each index's block straight into its landing slots:
-    :func:`.exchange.direct_scatter_program`.  Awaitable."""
+    :func:`.programs.direct_scatter_program`.  Awaitable."""
     program = direct_scatter_program(group, ch.rank, root)
     return program.bind(ch, mine if src is None else src, mine, block=int(mine.size)).start()
 
@@ -135,7 +135,7 @@ def binomial_scatter(
     ch: Landing, src: np.ndarray | None, mine: np.ndarray, group: Sequence[int], root: int
 ) -> Exchange:
     """The reverse of :func:`binomial_gather`: each edge carries the child's subtree's blocks
-    (:func:`.exchange.binomial_scatter_program`).  Awaitable."""
+    (:func:`.programs.binomial_scatter_program`).  Awaitable."""
     program = binomial_scatter_program(group, ch.rank, root)
     return program.bind(ch, mine if src is None else src, mine, block=int(mine.size)).start()
 
@@ -148,13 +148,13 @@ def direct_alltoall(
 ) -> Exchange:
     """Every block is put at once towards its destination's landing slots (staggered start
     ``i+1, i+2, …`` so not everyone hits the same rank first); each rank takes blocks as they
-    land: :func:`.exchange.direct_alltoall_program`.  Awaitable."""
+    land: :func:`.programs.direct_alltoall_program`.  Awaitable."""
     return direct_alltoall_program(group, ch.rank).bind(ch, src, out, block=block).start()
 
 
 def pairwise_alltoall(
     ch: Landing, src: np.ndarray, out: np.ndarray, block: int, group: Sequence[int]
 ) -> Exchange:
-    """``m−1`` steps, one peer each way per step: :func:`.exchange.pairwise_alltoall_program`.
+    """``m−1`` steps, one peer each way per step: :func:`.programs.pairwise_alltoall_program`.
     Awaitable."""
     return pairwise_alltoall_program(group, ch.rank).bind(ch, src, out, block=block).start()

@@ -15,8 +15,9 @@ import numpy as np
 
 from ..constants import Op
 from .bcast import await_all, knomial_bcast
-from .exchange import Exchange, recursive_doubling_program
+from .exchange import Exchange
 from .landing import Landing
+from .programs import recursive_doubling_program
 from .reduce_ops import is_commutative
 from .schedules import split
 
@@ -92,7 +93,7 @@ def recursive_doubling_allreduce(
     ch: Landing, source: np.ndarray, out: np.ndarray, op: Op, group: Sequence[int]
 ) -> Exchange:
     """Recursive doubling from ``source`` into ``out`` (1-D, same dtype and size; they may be the
-    same array): :func:`.exchange.recursive_doubling_program`.  Awaitable."""
+    same array): :func:`.programs.recursive_doubling_program`.  Awaitable."""
     program = recursive_doubling_program(group, ch.rank, np.may_share_memory(source, out))
     return program.bind(ch, source.reshape(-1), out.reshape(-1), op).start()
 

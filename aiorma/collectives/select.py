@@ -33,6 +33,7 @@ from .bcast import (
     scatter_allgather_direct_bcast,
     tree_bcast,
 )
+from .exchange import Program
 from .gather import (
     binomial_gather,
     binomial_scatter,
@@ -48,6 +49,18 @@ from .gather import (
 )
 from .landing import Landing
 from .model import LogGP
+from .programs import (
+    binomial_gather_program,
+    binomial_scatter_program,
+    bruck_allgather_program,
+    direct_allgather_program,
+    direct_alltoall_program,
+    direct_gather_program,
+    direct_scatter_program,
+    pairwise_alltoall_program,
+    recursive_doubling_allgather_program,
+    ring_allgather_program,
+)
 from .reduce import (
     binomial_reduce,
     direct_allreduce,
@@ -96,13 +109,16 @@ class Algorithm:
     ``run(call, *buffers)`` runs it (the buffers are the collective's own, see each table);
     ``cost(model, case, k)`` predicts its time (None: never chosen by the model); ``tune``
     lists the fan-outs ``k`` worth trying (the cheapest is used); ``eligible(case)`` says
-    whether the model may choose it; ``commutative``: it combines out of rank order."""
+    whether the model may choose it; ``commutative``: it combines out of rank order;
+    ``program(group, rank, root)``: its exchange program, for the gather family's algorithms
+    that are one (the Comm binds and runs it without ``run``'s wrapper)."""
 
     run: Callable[..., Awaitable[None]] | None
     cost: Callable[[LogGP, Case, int], float] | None = None
     eligible: Callable[[Case], bool] = _always
     tune: tuple[int, ...] = (2,)
     commutative: bool = False
+    program: Callable[[Sequence[int], int, int], Program] | None = None
 
 
 def useful_hierarchy(groups: Groups | None) -> bool:
@@ -219,18 +235,22 @@ ALLGATHER: dict[str, Algorithm] = {
         lambda c, out, block: recursive_doubling_allgather(c.landing, out, block, c.everyone),
         cost=lambda p, case, k: m.allgather_recursive_doubling(p, case.size, case.nbytes),
         eligible=_power_of_two,
+        program=lambda group, rank, _root: recursive_doubling_allgather_program(group, rank),
     ),
     "bruck": Algorithm(
         lambda c, out, block: bruck_allgather(c.landing, out, block, c.everyone),
         cost=lambda p, case, k: m.allgather_bruck(p, case.size, case.nbytes),
+        program=lambda group, rank, _root: bruck_allgather_program(group, rank),
     ),
     "ring": Algorithm(
         lambda c, out, block: ring_allgather(c.landing, out, block, c.everyone),
         cost=lambda p, case, k: m.allgather_ring(p, case.size, case.nbytes, case.slot),
+        program=lambda group, rank, _root: ring_allgather_program(group, rank),
     ),
     "direct": Algorithm(
         lambda c, out, block: direct_allgather(c.landing, out, block, c.everyone),
         cost=lambda p, case, k: m.allgather_direct(p, case.size, case.nbytes),
+        program=lambda group, rank, _root: direct_allgather_program(group, rank),
     ),
     "hierarchical": Algorithm(
         lambda c, out, block: hierarchical_allgather(c.landing, out, block, c.groups, 2),
@@ -242,10 +262,12 @@ GATHER: dict[str, Algorithm] = {
     "direct": Algorithm(
         lambda c, out, mine: direct_gather(c.landing, out, mine, c.everyone, c.root),
         cost=lambda p, case, k: m.gather_direct(p, case.size, case.nbytes),
+        program=direct_gather_program,
     ),
     "binomial": Algorithm(
         lambda c, out, mine: binomial_gather(c.landing, out, mine, c.everyone, c.root),
         cost=lambda p, case, k: m.gather_binomial(p, case.size, case.nbytes),
+        program=binomial_gather_program,
     ),
 }
 
@@ -254,10 +276,12 @@ SCATTER: dict[str, Algorithm] = {
     "direct": Algorithm(
         lambda c, src, mine: direct_scatter(c.landing, src, mine, c.everyone, c.root),
         cost=GATHER["direct"].cost,
+        program=direct_scatter_program,
     ),
     "binomial": Algorithm(
         lambda c, src, mine: binomial_scatter(c.landing, src, mine, c.everyone, c.root),
         cost=GATHER["binomial"].cost,
+        program=binomial_scatter_program,
     ),
 }
 
@@ -265,10 +289,12 @@ ALLTOALL: dict[str, Algorithm] = {
     "direct": Algorithm(
         lambda c, src, out, block: direct_alltoall(c.landing, src, out, block, c.everyone),
         cost=lambda p, case, k: m.alltoall_direct(p, case.size, case.nbytes),
+        program=lambda group, rank, _root: direct_alltoall_program(group, rank),
     ),
     "pairwise": Algorithm(
         lambda c, src, out, block: pairwise_alltoall(c.landing, src, out, block, c.everyone),
         cost=lambda p, case, k: m.alltoall_pairwise(p, case.size, case.nbytes),
+        program=lambda group, rank, _root: pairwise_alltoall_program(group, rank),
     ),
 }
 
