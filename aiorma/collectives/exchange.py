@@ -1,11 +1,12 @@
 """Exchange programs: a collective's schedule as data, run by one state machine, no coroutine.
 
-A *program* is what one rank does in one collective, as rounds.  In a round it raises signals
-and sends messages, then waits for signals and takes messages — copied into a buffer, combined
-with one (a reduction), or copied and forwarded on as they land (a tree); the next round starts
-once everything of the round is sent and taken.  Programs are frozen values made by pure
-functions of the group, the rank and the buffers' aliasing (:mod:`.programs` makes them), so a
-Comm caches them per collective, size and root, and tests check them without any transport.
+A *program* is what one rank does in one collective, as rounds.  In a round it copies blocks
+between its own buffers, raises signals and sends messages (whole buffers or runs of blocks),
+then waits for signals and takes messages — copied into a buffer, combined with one (a
+reduction), or copied and forwarded on as they land (a tree); the next round starts once
+everything of the round is sent and taken.  Programs are frozen values made by pure functions of
+the group, the rank, the root and the buffers' aliasing (:mod:`.programs` makes them), so a Comm
+caches them per collective, size and root, and tests check them without any transport.
 
 :meth:`Program.bind` ties a program to the call's buffers (byte views, the combining functions) —
 once per call, or once per init for a persistent collective — and :meth:`Bound.start` makes an
@@ -17,9 +18,9 @@ states:
 =========  ==============================================  ======================================
 state      what ``send()`` does                             next
 =========  ==============================================  ======================================
-issue      raise the round's signals, issue its sends and   wait (something is pending), issue
-           receives (each finished inside the call when     (round done, more rounds), done
-           the landing allows: :mod:`.landing`)
+issue      make the round's copies, raise its signals,      wait (something is pending), issue
+           issue its sends and receives (each finished      (round done, more rounds), done
+           inside the call when the landing allows)
 wait       step the one pending awaitable in place, or      wait (yields the future), issue,
            yield the first unfinished future; then admit    done, failed
            the forwards that receives made
