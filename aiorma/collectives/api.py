@@ -360,12 +360,23 @@ class Collectives:
         trace, name, k, program = plan
         self._ran(trace)
         if program is not None:
-            bound = program.bind(self.landing, view)
-            if cache is not None or view.size <= _KEEP_BOUND_BYTES:
-                kept.keep(bound, arguments)
-            return Exchange(bound)
+            return self._started(
+                program.bind(self.landing, view), kept, arguments, cache is not None, view.size
+            )
         call = select.Call(self.landing, self.everyone, root, groups=self.host_groups, k=k)
         return self._run(select.BCAST[name], call, view)
+
+    @staticmethod
+    def _started(
+        bound: Bound, kept: BoundCache, arguments: tuple[object, ...], persistent: bool, nbytes: int
+    ) -> Exchange:
+        """A run of a freshly bound program, the binding kept in ``kept`` for the next call with
+        the same ``arguments`` when the collective is persistent (bound once) or the message
+        small (a loop of small plain calls skips the binding; a large one would keep its
+        scratch array)."""
+        if persistent or nbytes <= _KEEP_BOUND_BYTES:
+            kept.keep(bound, arguments)
+        return Exchange(bound)
 
     def _plan(self, key: tuple[Any, ...]) -> Any:
         """The remembered plan of a default call (algorithm chosen, peers found), or None.  Plans
@@ -489,9 +500,7 @@ class Collectives:
             return run(name)
         self._ran(program.name)
         bound = program.bind(self.landing, src, None if target is None else target.reshape(-1), op)
-        if cache is not None or src.nbytes <= _KEEP_BOUND_BYTES:
-            kept.keep(bound, arguments)
-        return Exchange(bound)
+        return self._started(bound, kept, arguments, cache is not None, src.nbytes)
 
     def reduce_init(
         self,
@@ -610,9 +619,7 @@ class Collectives:
         self._ran(trace)
         if program is not None:
             bound = program.bind(self.landing, src, out, op)
-            if cache is not None or src.nbytes <= _KEEP_BOUND_BYTES:
-                kept.keep(bound, arguments)
-            return Exchange(bound)
+            return self._started(bound, kept, arguments, cache is not None, src.nbytes)
         call = select.Call(self.landing, self.everyone, op=op, groups=self.host_groups)
         return self._run(select.ALLREDUCE[name], call, src, out)
 
@@ -627,12 +634,14 @@ class Collectives:
         buffers: tuple[np.ndarray, np.ndarray],
         arguments: tuple[object, ...],
         cache: BoundCache | None,
-        run: Callable[[str], Coroutine[Any, Any, None]],
+        run: Callable[[str], Coroutine[Any, Any, None]] | None = None,
     ) -> Coroutine[Any, Any, None]:
         """A gather-family collective (``block`` bytes per rank, > 0, more than one rank) as it
         starts: the algorithm (``algo``, else the cost model's choice) as its program bound to
         ``buffers`` (SOURCE, OUT as bytes), kept as a bcast's is (:meth:`_default_bcast`;
-        ``arguments`` identify the call), or ``run(name)`` for an algorithm that is no program."""
+        ``arguments`` identify the call), or ``run(name)`` for an algorithm that is no program
+        (only allgather has one: the node leaders'; every gather, scatter and alltoall algorithm
+        is a program)."""
         kept = self._gathers_bound[kind] if cache is None else cache
         arguments = (*arguments, algo, self.model, self.host_groups)
         bound: Bound | None = kept.find(arguments)
@@ -651,13 +660,12 @@ class Collectives:
             plan = self._remember(key, (name, build and build(self.everyone, self.rank, root)))
         name, program = plan
         if program is None:
+            assert run is not None, f"{kind}:{name} is no exchange program"
             self._ran(f"{kind}:{name}")
             return run(name)
         self._ran(program.name)
         bound = program.bind(self.landing, buffers[0], buffers[1], block=block)
-        if cache is not None or buffers[1].size <= _KEEP_BOUND_BYTES:
-            kept.keep(bound, arguments)
-        return Exchange(bound)
+        return self._started(bound, kept, arguments, cache is not None, buffers[1].size)
 
     def allgather(
         self,
@@ -763,18 +771,13 @@ class Collectives:
         mine = _bytes(source)
         cache = BoundCache() if bind_once else None
 
-        def run(name: str) -> Coroutine[Any, Any, None]:
-            return self._run(select.GATHER[name], select.Call(self.landing, self.everyone, root), out, mine)
-
         def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or mine.size == 0:
                 if out is not None:
                     out[...] = mine
                 return _nothing()
             buffers = (mine, mine if out is None else out)  # off the root the program names no OUT
-            return self._start_blocks(
-                "gather", algo, mine.size, root, buffers, (source, recv, root), cache, run
-            )
+            return self._start_blocks("gather", algo, mine.size, root, buffers, (source, recv, root), cache)
 
         return start
 
@@ -824,18 +827,13 @@ class Collectives:
         mine = _bytes(target)
         cache = BoundCache() if bind_once else None
 
-        def run(name: str) -> Coroutine[Any, Any, None]:
-            return self._run(select.SCATTER[name], select.Call(self.landing, self.everyone, root), src, mine)
-
         def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or mine.size == 0:
                 if src is not None:
                     mine[...] = src[self.rank * mine.size : (self.rank + 1) * mine.size]
                 return _nothing()
             buffers = (mine if src is None else src, mine)  # off the root the program names no SOURCE
-            return self._start_blocks(
-                "scatter", algo, mine.size, root, buffers, (send, target, root), cache, run
-            )
+            return self._start_blocks("scatter", algo, mine.size, root, buffers, (send, target, root), cache)
 
         return start
 
@@ -872,14 +870,11 @@ class Collectives:
         block = src.size // self.size
         cache = BoundCache() if bind_once else None
 
-        def run(name: str) -> Coroutine[Any, Any, None]:
-            return self._run(select.ALLTOALL[name], select.Call(self.landing, self.everyone), src, out, block)
-
         def start() -> Coroutine[Any, Any, None]:
             if self.size == 1 or block == 0:
                 out[...] = src
                 return _nothing()
-            return self._start_blocks("alltoall", algo, block, 0, (src, out), (source, target), cache, run)
+            return self._start_blocks("alltoall", algo, block, 0, (src, out), (source, target), cache)
 
         return start
 

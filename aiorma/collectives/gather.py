@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .bcast import await_all, knomial_bcast
-from .exchange import Exchange
+from .exchange import Exchange, Program
 from .landing import Landing
 from .programs import (
     binomial_gather_program,
@@ -35,40 +35,31 @@ def _blocks(buf: np.ndarray, block: int, first: int, count: int) -> np.ndarray:
 # ---------------------------------------------------------------------- allgather
 
 
-def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
-    """``m−1`` steps around a ring, ``out`` holding our own block already:
-    :func:`.programs.ring_allgather_program`.  Awaitable."""
+def _allgather(program: Program, ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
+    """A run of an allgather ``program`` on ``out``, which holds our own block already (the
+    program's SOURCE is that block)."""
     me = group.index(ch.rank)
-    return (
-        ring_allgather_program(group, ch.rank).bind(ch, _blocks(out, block, me, 1), out, block=block).start()
-    )
+    return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
+
+
+def ring_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
+    """``m−1`` steps around a ring: :func:`.programs.ring_allgather_program`.  Awaitable."""
+    return _allgather(ring_allgather_program(group, ch.rank), ch, out, block, group)
 
 
 def direct_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
-    """One round, ``out`` holding our own block already: :func:`.programs.direct_allgather_program`.
-    Awaitable."""
-    me = group.index(ch.rank)
-    return (
-        direct_allgather_program(group, ch.rank)
-        .bind(ch, _blocks(out, block, me, 1), out, block=block)
-        .start()
-    )
+    """One round: :func:`.programs.direct_allgather_program`.  Awaitable."""
+    return _allgather(direct_allgather_program(group, ch.rank), ch, out, block, group)
 
 
 def recursive_doubling_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
-    """Power-of-two groups, ``out`` holding our own block already:
-    :func:`.programs.recursive_doubling_allgather_program`.  Awaitable."""
-    me = group.index(ch.rank)
-    program = recursive_doubling_allgather_program(group, ch.rank)
-    return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
+    """Power-of-two groups: :func:`.programs.recursive_doubling_allgather_program`.  Awaitable."""
+    return _allgather(recursive_doubling_allgather_program(group, ch.rank), ch, out, block, group)
 
 
 def bruck_allgather(ch: Landing, out: np.ndarray, block: int, group: Sequence[int]) -> Exchange:
-    """Any group size, ``out`` holding our own block already:
-    :func:`.programs.bruck_allgather_program`.  Awaitable."""
-    me = group.index(ch.rank)
-    program = bruck_allgather_program(group, ch.rank)
-    return program.bind(ch, _blocks(out, block, me, 1), out, block=block).start()
+    """Any group size: :func:`.programs.bruck_allgather_program`.  Awaitable."""
+    return _allgather(bruck_allgather_program(group, ch.rank), ch, out, block, group)
 
 
 async def hierarchical_allgather(
