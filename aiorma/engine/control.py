@@ -19,9 +19,11 @@ word                 meaning (at the rank that holds it)                        
 ``LOCK_STATE``       ``writer << 20 | readers``: shared holders, and the writer waiting    sum
 ===================  ===================================================================  ========
 
-Max-words only grow and are compared with ``>=`` (rule 7, docs/semantics.md), so a write that arrives late or
-twice changes nothing.  Sum-words count events that happen exactly once each (a hand-off, a
-drain), compared with ``>=`` against the count the waiting side expects.
+Max-words only grow and are compared with ``>=`` (rule 7, docs/semantics.md), so a write that
+arrives late or twice changes nothing. Each has exactly one writer, ``s`` (the engine raises only
+its own slot), which lets a transport apply a max into shared memory as a plain store of the larger
+value. Sum-words count events that happen exactly once each (a hand-off, a drain), compared with
+``>=`` against the count the waiting side expects.
 """
 
 from __future__ import annotations

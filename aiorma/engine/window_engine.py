@@ -157,8 +157,10 @@ class WindowEngine:
         #: This rank's control region (int64, ``layout.words``); peers write it, we read it.
         self.control = control if control is not None else np.zeros(self.layout.words, np.int64)
         # The words as the engine last acted on them: zero, as every region starts, so that words
-        # written before this engine existed are acted on by the first control_changed().
-        self._seen = np.zeros_like(self.control)
+        # written before this engine existed are acted on by the first control_changed().  A
+        # list of ints: compared word by word in a loop, one numpy call (tolist) per look, where
+        # numpy's own compare-and-nonzero on a few dozen words costs several microseconds.
+        self._seen: list[int] = [0] * self.layout.words
         self._lock_counts = [LockCounts() for _ in range(size)]
         self._locks: dict[int, QueueLock] = {}  # active lock requests, by target
         #: Lock releases waiting for a successor that swapped into the queue but has not yet
@@ -493,21 +495,21 @@ class WindowEngine:
         self._guarded(self._flushed, target, upto)
 
     def _control_changed(self) -> None:
-        control, seen = self.control, self._seen
-        changed = np.flatnonzero(control != seen)
-        if not changed.size:
+        values: list[int] = self.control.tolist()
+        seen = self._seen
+        changed = [index for index in range(len(values)) if values[index] != seen[index]]
+        if not changed:
             return
-        seen[changed] = control[changed]
         size = self.size
         per_peer = self.layout.lock_tail  # the per-peer words come first
         lock_targets: set[int] = set()
         own_lock_words = False
-        for index in changed.tolist():
+        for index in changed:
+            value = seen[index] = values[index]
             if index >= per_peer:
                 own_lock_words = True
                 continue
             word, src = divmod(index, size)
-            value = int(seen[index])
             peer = self.peers[src]
             if word == Word.GRANT:
                 if value > peer.gats_granted_access_id:

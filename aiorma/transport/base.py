@@ -14,9 +14,11 @@ Completion contract, relied on by the engine and the driver:
   ``sink.flushed(win_id, target, upto)`` reports it later.  Either way every one of those ops is
   reported locally complete first.
 * ``control_write(win_id, dest, index, op, value)`` applies ``op`` (max or sum) to word ``index``
-  of ``dest``'s control region, one-sidedly; ``dest`` may be this rank.  It is issued after every
-  flush reported so far, so a write made after ``flushed`` never lands before that data (data
-  before flag).  Its arrival is announced at ``dest`` by ``sink.control_changed(win_id)`` (local)
+  of ``dest``'s control region, one-sidedly; ``dest`` may be this rank.  A word written with max
+  has one writer, the rank whose slot it is (:mod:`aiorma.engine.control`), so a transport may
+  apply the max as a store of the larger value where it can store whole words.  It is issued
+  after every flush reported so far, so a write made after ``flushed`` never lands before that
+  data (data before flag).  Its arrival is announced at ``dest`` by ``sink.control_changed(win_id)`` (local)
   or found by the destination's :meth:`Endpoint.poll` (polled transports).
 * ``control_fetch(win_id, token, dest, index, op, value, compare)`` applies an atomic with a
   result; it returns the old value when it has it at once, else None and reports

@@ -206,6 +206,13 @@ async def main(out_dir: Path) -> None:
     ctrl, window.ctrl = window.ctrl, RecordingWin(window.ctrl)
     ep.control_write(CREATED, right, 0, AtomicOp.MAX, 7)
     ep.control_write(CREATED, right, 0, AtomicOp.MAX, 3)  # max: never lowers it
+    # On this node a max (a word with one writer) is a store into the peer's control region,
+    # mapped here: no atomic.
+    on_node = window.shared_control[right] is not None
+    if right != rank:  # mapped exactly when the peer is on this node
+        assert on_node == (os.environ.get("MPIR_CVAR_NOLOCAL") != "1"), window.shared_control
+    if on_node:
+        assert window.ctrl.calls == ["Sync"] * 4, window.ctrl.calls
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)  # to self
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)
     # A control word is read while peers write it: towards another node, whose network may
@@ -248,7 +255,10 @@ async def main(out_dir: Path) -> None:
     if ep.stores_words_whole(left):
         assert layout4.memory.tolist() == (np.arange(5) + 1000 * left).tolist(), layout4.memory
 
-    # Fetching atomics on rank 0's word 2 (swap, sum, compare-and-swap), from every rank.
+    # Fetching atomics on rank 0's word 2 (swap, sum, compare-and-swap), from every rank.  A read
+    # of a rank on this node is a load, no atomic.
+    window = ep._windows[ALLOCATED]
+    ctrl, window.ctrl = window.ctrl, RecordingWin(window.ctrl)
     answers = {}
     for token, (op, value, compare) in enumerate(
         [(AtomicOp.SUM, 1, 0), (AtomicOp.NO_OP, 0, 0), (AtomicOp.CAS, -1, -2)]
@@ -256,6 +266,9 @@ async def main(out_dir: Path) -> None:
         old = ep.control_fetch(ALLOCATED, token, 0, 2, op, value, compare)
         if old is not None:
             answers[token] = old
+        if op is AtomicOp.NO_OP and window.shared_control[0] is not None:
+            assert old is not None and window.ctrl.calls[-1:] == ["Sync"], window.ctrl.calls
+    window.ctrl = ctrl
     await poll_until(ep, lambda: len(answers) + len(sink.fetches) == 3)
     answers.update(sink.fetches)
     assert 0 <= answers[0] < size and answers[1] >= answers[0] + 1 and answers[2] >= 1, answers

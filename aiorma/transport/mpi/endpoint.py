@@ -473,7 +473,9 @@ class MpiEndpoint:
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
         """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``.
 
-        On this node an ``Accumulate`` into shared memory, applied inside the call.  Towards
+        On this node a max is a store into ``dest``'s control region, mapped here (MPI-4's
+        ``Win_shared_query``), a sum an ``Accumulate`` into shared memory, applied inside the
+        call; either costs well under the few microseconds of an atomic.  Towards
         another node an accumulate too, served by ``dest``'s progress (``Rget_accumulate``, whose
         completion the poll tests), never a plain put of the new value: ``dest`` reads its
         control words while peers write them, and a put's bytes may land there in pieces — a
@@ -483,7 +485,18 @@ class MpiEndpoint:
         """
         window = self._windows[win_id]
         with map_transport_errors("control write"):
-            if self._passive[dest]:
+            words = window.shared_control[dest]
+            if op is AtomicOp.MAX and words is not None:
+                # A max word has one writer, the rank whose slot it is (Endpoint.control_write's
+                # contract), so the value there is the last one we wrote: the max is a load, a
+                # compare and one aligned 8-byte store, which a reader sees whole, old or new.
+                # The first Win_sync orders the data flushed before it (even copied with
+                # non-temporal stores) ahead of the word; the second publishes the word.
+                window.ctrl.Sync()
+                if value > words[index]:
+                    words[index] = value
+                window.ctrl.Sync()
+            elif self._passive[dest]:
                 buf = self._word_buffers[0]
                 buf[0] = value
                 # Shared memory: MPICH applies it in the call; Flush_local releases the buffer.
@@ -519,12 +532,22 @@ class MpiEndpoint:
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
     ) -> int | None:
         """An atomic with a result on ``dest``'s control word ``index``: the old value now (shared
-        memory), or None and ``sink.fetched`` later."""
+        memory), or None and ``sink.fetched`` later.  A read (``NO_OP``) of a rank on this node
+        is a load from its control region, mapped here."""
         if self._presence.has_left(dest):
             # Its departure notice is in our memory (written before its progress thread stopped):
             # nobody would serve the atomic, and an inline one would block the loop for good.
             self._refuse_departed(dest)
-        ctrl = self._windows[win_id].ctrl
+        window = self._windows[win_id]
+        ctrl = window.ctrl
+        if op is AtomicOp.NO_OP:
+            words = window.shared_control[dest]
+            if words is not None:
+                # A read, of memory mapped here: one aligned 8-byte load sees the word whole,
+                # before or after any peer's atomic on it; Win_sync orders it after our own
+                # atomics (and makes the peers' visible).
+                ctrl.Sync()
+                return int(words[index])
         inline = self._passive[dest]
         if not inline and self._answered_by_peer(dest):
             self._doorbell.ring(dest)  # a parked peer serves it at once instead of at its thread's next look

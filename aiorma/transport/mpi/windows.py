@@ -31,6 +31,9 @@ class MpiWindow:
     #: Each rank's data memory as this process may load and store it (ranks of this node, for an
     #: allocated window: MPI's Win_shared_query), else None.
     shared: list[np.ndarray | None]
+    #: Each rank's control region as this process may load and store it (ranks of this node),
+    #: else None.
+    shared_control: list[np.ndarray | None]
 
     def unlock(self) -> None:
         """Close both windows' ``Lock_all`` epochs (completing this rank's operations in them)."""
@@ -117,9 +120,10 @@ def open_window(
         comm.Barrier()
     counts = tuple(c for c, _ in peers)
     shared = shared_memory(win, dtype, counts) if memory is None and not owned else [None] * len(counts)
+    shared_control = shared_memory(ctrl, control.dtype, (control_words,) * len(counts))
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
-        ctrl, control, control.tobytes(), notify, shared,
+        ctrl, control, control.tobytes(), notify, shared, shared_control,
     )  # fmt: skip
     return window, counts
 
