@@ -21,21 +21,23 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-import attr
-
 from .actions import EngineIO
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .states import TargetPhase
 
 
-@attr.s(auto_attribs=True, eq=False)
 class FlushWaiter:
     """A flush's Request: done once, for each access target, every op called before the flush
     is remotely complete.  ``needs`` pairs an access with the issue sequence number to reach
-    (None while the access waits for its grant: its recorded ops get their numbers then)."""
+    (None while the access waits for its grant: its recorded ops get their numbers then).  (A
+    plain class: see :class:`~aiorma.engine.epochs.AccessTarget`.)"""
 
-    token: int
-    needs: list[tuple[AccessTarget, int | None]]
+    def __init__(self, token: int, needs: list[tuple[AccessTarget, int | None]]) -> None:
+        self.token = token
+        self.needs = needs
+
+    def __repr__(self) -> str:
+        return f"FlushWaiter(token={self.token}, needs={self.needs!r})"
 
 
 class RemoteCompletion:

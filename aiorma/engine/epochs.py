@@ -19,21 +19,29 @@ from .states import (
 )
 
 
-@attr.s(auto_attribs=True, eq=False)
 class AccessTarget:
-    """An access epoch's dealings with one target."""
+    """An access epoch's dealings with one target.
 
-    rank: int
-    ordinal: int = 0  # this access's number towards `rank` (0 until activation)
-    phase: TargetPhase = TargetPhase.WAITING  # moved only by WindowEngine._move_target
-    # RMA calls recorded while the epoch is deferred or not yet granted: (token, payload), in
-    # call order; replayed at the grant.
-    queued: list[tuple[int, Any]] = attr.ib(factory=list)
-    op_count: int = 0  # RMA calls made in this epoch towards this target
-    # Issue sequence number (per target, PeerTrait.issued_seq) of this access's last issued op:
-    # the access's RMA is remotely complete once the target's flushed watermark reaches it.
-    last_seq: int = 0
-    lock: QueueLock | None = None  # the lock request (lock/lock_all epochs without NOCHECK), until released
+    (A plain class with its own ``__init__``, not an attrs class: one is made per target of every
+    epoch, and compiled (aiorma._native) a hand-written ``__init__`` is native code, where attrs'
+    generated one stays an interpreted function.)"""
+
+    def __init__(self, rank: int, ordinal: int = 0, phase: TargetPhase = TargetPhase.WAITING) -> None:
+        self.rank = rank
+        self.ordinal = ordinal  # this access's number towards `rank` (0 until activation)
+        self.phase = phase  # moved only by WindowEngine._move_target
+        # RMA calls recorded while the epoch is deferred or not yet granted: (token, payload), in
+        # call order; replayed at the grant.
+        self.queued: list[tuple[int, Any]] = []
+        self.op_count = 0  # RMA calls made in this epoch towards this target
+        # Issue sequence number (per target, PeerTrait.issued_seq) of this access's last issued
+        # op: the access's RMA is remotely complete once the target's flushed watermark reaches it.
+        self.last_seq = 0
+        # The lock request (lock/lock_all epochs without NOCHECK), until released.
+        self.lock: QueueLock | None = None
+
+    def __repr__(self) -> str:
+        return f"AccessTarget(rank={self.rank}, ordinal={self.ordinal}, phase={self.phase.value})"
 
     @property
     def granted(self) -> bool:
@@ -46,27 +54,43 @@ class AccessTarget:
         return self.phase in CLOSED_OUT_PHASES
 
 
-@attr.s(auto_attribs=True, eq=False)
 class Epoch:
-    """One epoch on this process; its life is :mod:`.states`."""
+    """One epoch on this process; its life is :mod:`.states`.  (A plain class, for the reason
+    :class:`AccessTarget` gives.)"""
 
-    id: int
-    kind: EpochKind
-    group: tuple[int, ...]
-    assertion: int
-    predecessor: EpochKind | None  # kind of the epoch opened just before (rules 12–17)
-    overlaps: frozenset[int]  # ids of epochs open at application level when this one opened
-    open_token: int
-    lock_type: LockType = LockType.SHARED
-    fence_ordinal: int = 0
-    phase: EpochPhase = EpochPhase.DEFERRED  # moved only by WindowEngine._move_epoch
-    close_token: int = 0
-    access: dict[int, AccessTarget] = attr.ib(factory=dict)
-    expected_done: dict[int, int] = attr.ib(factory=dict)  # exposure: origin -> ordinal
-    fence_done_sent: bool = False
-    # Its key among the epochs open at application level: the kind, and the target of a lock
-    # epoch (several lock epochs towards different ranks may be open at once; one of any other).
-    slot: tuple[EpochKind, int | None] = (EpochKind.FENCE, None)
+    def __init__(
+        self,
+        id: int,
+        kind: EpochKind,
+        group: tuple[int, ...],
+        assertion: int,
+        predecessor: EpochKind | None,
+        overlaps: frozenset[int],
+        open_token: int,
+        lock_type: LockType = LockType.SHARED,
+        phase: EpochPhase = EpochPhase.DEFERRED,
+        slot: tuple[EpochKind, int | None] = (EpochKind.FENCE, None),
+    ) -> None:
+        self.id = id
+        self.kind = kind
+        self.group = group
+        self.assertion = assertion
+        self.predecessor = predecessor  # kind of the epoch opened just before (rules 12-17)
+        self.overlaps = overlaps  # ids of epochs open at application level when this one opened
+        self.open_token = open_token
+        self.lock_type = lock_type
+        self.fence_ordinal = 0
+        self.phase = phase  # moved only by WindowEngine._move_epoch
+        self.close_token = 0
+        self.access: dict[int, AccessTarget] = {}
+        self.expected_done: dict[int, int] = {}  # exposure: origin -> ordinal
+        self.fence_done_sent = False
+        # Its key among the epochs open at application level: the kind, and the target of a lock
+        # epoch (several lock epochs towards different ranks may be open at once; one of any other).
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"Epoch(id={self.id}, kind={self.kind.value}, group={self.group}, phase={self.phase.value})"
 
     @property
     def state(self) -> EpochState:
