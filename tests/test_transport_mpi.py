@@ -8,10 +8,42 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
-from .mpi_harness import run_smoke
+from .mpi_harness import run_mpi_json, run_smoke
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
 def test_transport_smoke(nprocs: int, tmp_path: Path) -> None:
     run_smoke(nprocs, tmp_path, timeout=90)
+
+
+CONTROL_ATOMICS = Path(__file__).parent / "mpi_scripts" / "control_atomics.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("nprocs", "inline", "emulate_nodes"), [(2, True, 0), (4, True, 0), (4, False, 0), (4, True, 2)]
+)
+def test_control_atomics_lose_no_update(nprocs: int, inline: bool, emulate_nodes: int) -> None:
+    """Every rank hammers rank 0's control words at once (fetch-and-add, compare-and-swap loops,
+    swaps, max): the sums are exact and every swapped mark is handed on once.  On one node, with
+    the inline paths on and libatomic present, the CPU's own atomics serve them and MPI's are never
+    called; with AIORMA_INLINE=0, or between nodes, MPI's serve them all."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libatomic.so.1")
+        have_libatomic = True
+    except OSError:
+        have_libatomic = False
+    env = None if inline else {"AIORMA_INLINE": "0"}
+    reports = run_mpi_json(CONTROL_ATOMICS, nprocs, timeout=180, emulate_nodes=emulate_nodes, env=env)
+    root = reports[0]
+    assert root["final"][:2] == root["expected"][:2] and root["final"][3] == root["expected"][3], root
+    assert root["marks_once"] and root["adds_all"], root
+    cpu = inline and not emulate_nodes and have_libatomic
+    for report in reports:
+        assert report["adds_distinct"], report
+        assert report["cpu_atomics"] is cpu, report
+        mpi_atomics = {"Fetch_and_op", "Compare_and_swap", "Rget_accumulate"} & set(report["calls"])
+        assert bool(mpi_atomics) is not cpu, report

@@ -41,6 +41,8 @@ from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
+from .cpu_atomics import CpuAtomics
+from .cpu_atomics import load as load_cpu_atomics
 from .datatypes import CONTROL_OPS, MPI_OPS
 from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
@@ -77,12 +79,17 @@ class MpiEndpoint:
             self.size: int = comm.Get_size()
             multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
             hosts = self._probe_comm.allgather(socket.gethostname())
-        here = hosts[self.rank]
-        #: Ranks on this rank's host (by host name).
-        self.ranks_on_node = hosts.count(here)
-        # Shared memory between ranks of one host, unless MPICH was told not to use it.
-        shared = not settings.mpich_nolocal
-        self._passive = [shared and host == here for host in hosts]
+            here = hosts[self.rank]
+            #: Ranks on this rank's host (by host name).
+            self.ranks_on_node = hosts.count(here)
+            # Shared memory between ranks of one host, unless MPICH was told not to use it.
+            shared = not settings.mpich_nolocal
+            self._passive = [shared and host == here for host in hosts]
+            # Every rank on this node: the control words' atomics are the CPU's own, where every
+            # rank has them (aiorma.transport.mpi.cpu_atomics; off with AIORMA_INLINE=0).
+            atomics = load_cpu_atomics() if settings.inline and all(self._passive) else None
+            agreed = self._probe_comm.allreduce(atomics is not None, op=MPI.LAND)
+            self._atomics: CpuAtomics | None = atomics if agreed else None
         # Off-node fast paths, off with AIORMA_INLINE=0 (the tests run both ways):
         # puts and gets into another node's allocated memory as plain ones completed by Flush
         # (the network delivers them without the target's CPU), and atomics into a peer that
@@ -173,8 +180,9 @@ class MpiEndpoint:
 
         def create() -> tuple[MpiWindow, tuple[int, ...]]:
             return open_window(
-                self._win_comm, self._lifecycle_key, win_id, memory, count, dtype, control_words, notify
-            )
+                self._win_comm, self._lifecycle_key, win_id, memory, count, dtype, control_words, notify,
+                cpu_atomics=self._atomics is not None,
+            )  # fmt: skip
 
         window, counts = await self._workers.collective(create)
         self._windows[win_id] = window
@@ -474,9 +482,10 @@ class MpiEndpoint:
         """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``.
 
         On this node a max is a store into ``dest``'s control region, mapped here (MPI-4's
-        ``Win_shared_query``), a sum an ``Accumulate`` into shared memory, applied inside the
-        call; either costs well under the few microseconds of an atomic.  Towards
-        another node an accumulate too, served by ``dest``'s progress (``Rget_accumulate``, whose
+        ``Win_shared_query``), and a sum the CPU's atomic add there when every rank is on this
+        node (:mod:`~aiorma.transport.mpi.cpu_atomics`), else an ``Accumulate`` into shared
+        memory; each is applied inside the call.  Towards
+        another node an accumulate, served by ``dest``'s progress (``Rget_accumulate``, whose
         completion the poll tests), never a plain put of the new value: ``dest`` reads its
         control words while peers write them, and a put's bytes may land there in pieces — a
         load between two pieces could see a value that was never written, even one above the
@@ -496,6 +505,9 @@ class MpiEndpoint:
                 if value > words[index]:
                     words[index] = value
                 window.ctrl.Sync()
+            elif window.control_addresses is not None:
+                assert self._atomics is not None and op is AtomicOp.SUM
+                self._atomics.fetch_add(window.control_addresses[dest] + 8 * index, value)
             elif self._passive[dest]:
                 buf = self._word_buffers[0]
                 buf[0] = value
@@ -533,12 +545,27 @@ class MpiEndpoint:
     ) -> int | None:
         """An atomic with a result on ``dest``'s control word ``index``: the old value now (shared
         memory), or None and ``sink.fetched`` later.  A read (``NO_OP``) of a rank on this node
-        is a load from its control region, mapped here."""
+        is a load from its control region, mapped here; when every rank is on this node, every
+        other op is the CPU's own atomic there (:mod:`~aiorma.transport.mpi.cpu_atomics`)."""
         if self._presence.has_left(dest):
             # Its departure notice is in our memory (written before its progress thread stopped):
             # nobody would serve the atomic, and an inline one would block the loop for good.
             self._refuse_departed(dest)
         window = self._windows[win_id]
+        addresses = window.control_addresses
+        if addresses is not None and op is not AtomicOp.NO_OP:
+            # Every control atomic of this window is the CPU's own: a locked instruction on the
+            # word, mapped here (see aiorma.transport.mpi.cpu_atomics).
+            atomics = self._atomics
+            assert atomics is not None
+            address = addresses[dest] + 8 * index
+            if op is AtomicOp.REPLACE:
+                return atomics.exchange(address, value)
+            if op is AtomicOp.SUM:
+                return atomics.fetch_add(address, value)
+            if op is AtomicOp.CAS:
+                return atomics.compare_exchange(address, compare, value)
+            return atomics.fetch_max(address, value)
         ctrl = window.ctrl
         if op is AtomicOp.NO_OP:
             words = window.shared_control[dest]

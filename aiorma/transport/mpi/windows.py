@@ -34,6 +34,9 @@ class MpiWindow:
     #: Each rank's control region as this process may load and store it (ranks of this node),
     #: else None.
     shared_control: list[np.ndarray | None]
+    #: The address of each rank's control region here, when every control atomic of this window
+    #: is the CPU's own (:mod:`~aiorma.transport.mpi.cpu_atomics`), else None.
+    control_addresses: list[int] | None
 
     def unlock(self) -> None:
         """Close both windows' ``Lock_all`` epochs (completing this rank's operations in them)."""
@@ -77,11 +80,14 @@ def open_window(
     dtype: np.dtype,
     control_words: int,
     notify: bool,
+    cpu_atomics: bool = False,
 ) -> tuple[MpiWindow, tuple[int, ...]]:
     """Collective over ``comm`` and blocking: expose ``memory`` (``Win.Create``) or allocate
     ``count`` zeroed elements (``Win.Allocate``, ``memory is None``), allocate the control region,
     and open both windows' ``Lock_all`` epochs.  Returns the window and every rank's count.
-    ``key``: the endpoint's :func:`~aiorma.transport.window_lifecycle.agree_key`.
+    ``key``: the endpoint's :func:`~aiorma.transport.window_lifecycle.agree_key`.  With
+    ``cpu_atomics`` (the same on every rank), the window's control atomics are the CPU's when every
+    rank mapped every rank's control region (agreed here).
 
     Raises :class:`RmaTypeError` on every rank when the ranks' dtypes differ.
     """
@@ -121,9 +127,16 @@ def open_window(
     counts = tuple(c for c, _ in peers)
     shared = shared_memory(win, dtype, counts) if memory is None and not owned else [None] * len(counts)
     shared_control = shared_memory(ctrl, control.dtype, (control_words,) * len(counts))
+    addresses = None
+    if cpu_atomics:
+        # Every rank or none: a word must never see both an MPI atomic and a CPU one.
+        mapped = [words.ctypes.data for words in shared_control if words is not None]
+        with map_transport_errors("create_window: agree on atomics"):
+            if comm.allreduce(len(mapped) == len(counts), op=MPI.LAND):
+                addresses = mapped
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
-        ctrl, control, control.tobytes(), notify, shared, shared_control,
+        ctrl, control, control.tobytes(), notify, shared, shared_control, addresses,
     )  # fmt: skip
     return window, counts
 

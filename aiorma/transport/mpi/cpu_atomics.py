@@ -1,0 +1,86 @@
+"""The CPU's own atomic instructions on words of another process's memory mapped here.
+
+On one node every rank's control region is mapped into every other rank (MPI-4's
+``Win_shared_query``).  An MPI atomic on such a word still runs MPICH's whole RMA path — the
+window's shared mutex, the op's bookkeeping, then ``Flush_local`` — about 2-3 µs on its own and
+8-11 µs inside an epoch's call, where the interpreter has just evicted that code from the caches
+(measured on the lock/put/unlock loop, one process alternating the two kinds call by call).  One
+locked instruction on the word does the same work; called through ``ctypes`` it costs the call,
+4-6 µs in the same loop.
+
+The instructions come from GCC's ``libatomic`` (``__atomic_exchange_8``, ``__atomic_fetch_add_8``,
+``__atomic_compare_exchange_8``, sequentially consistent), loaded by :func:`load`; where it is
+missing the transport keeps MPI's atomics.  The two kinds must never meet on one word: MPI
+promises nothing about its atomics racing other atomic instructions (MPICH may apply its own under
+a mutex, which a locked instruction does not take).  So the transport uses these only when *every*
+rank of the connection is on this node and found the library (agreed collectively), for every
+control word of a window whose regions every rank mapped — and then no MPI atomic touches a control
+word at all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+_SEQ_CST = 5  # __ATOMIC_SEQ_CST
+
+
+class CpuAtomics:
+    """Sequentially consistent atomics on aligned int64 words, by address.  Not thread-safe (one
+    buffer for compare-and-swap's expected value): called from the event loop's thread only."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        word, address = ctypes.c_int64, ctypes.c_void_p
+        # getattr: a double-underscore name written in a class body would be mangled.
+        self._exchange = getattr(library, "__atomic_exchange_8")
+        self._exchange.argtypes = [address, word, ctypes.c_int]
+        self._exchange.restype = word
+        self._fetch_add = getattr(library, "__atomic_fetch_add_8")
+        self._fetch_add.argtypes = [address, word, ctypes.c_int]
+        self._fetch_add.restype = word
+        # libatomic's entry point takes no "weak" flag (the compiler builtin does).
+        self._compare_exchange = getattr(library, "__atomic_compare_exchange_8")
+        self._compare_exchange.argtypes = [address, address, word, ctypes.c_int, ctypes.c_int]
+        self._compare_exchange.restype = ctypes.c_bool
+        self._expected = word(0)
+        self._expected_address = ctypes.addressof(self._expected)
+
+    def exchange(self, address: int, value: int) -> int:
+        """Store ``value``; the old value."""
+        return int(self._exchange(address, value, _SEQ_CST))
+
+    def fetch_add(self, address: int, value: int) -> int:
+        """Add ``value`` (wrapping like int64); the old value."""
+        return int(self._fetch_add(address, value, _SEQ_CST))
+
+    def fetch_max(self, address: int, value: int) -> int:
+        """Raise the word to ``value`` if it is below; the old value."""
+        old = self.compare_exchange(address, value, value)  # a read that changes nothing
+        while old < value:
+            seen = self.compare_exchange(address, old, value)
+            if seen == old:
+                break
+            old = seen
+        return old
+
+    def compare_exchange(self, address: int, compare: int, value: int) -> int:
+        """Store ``value`` if the word equals ``compare``; the old value either way."""
+        expected = self._expected
+        expected.value = compare
+        # On failure the library writes the word's value into ``expected``; on success it is
+        # ``compare``, the old value too.
+        self._compare_exchange(address, self._expected_address, value, _SEQ_CST, _SEQ_CST)
+        return int(expected.value)
+
+
+#: The library's name for the dynamic loader (no ``ctypes.util.find_library``: it runs a
+#: subprocess, which a process that initialised MPI had better not fork).
+LIBRARY = "libatomic.so.1"
+
+
+def load(name: str = LIBRARY) -> CpuAtomics | None:
+    """The CPU atomics, or None when the library ``name`` cannot be loaded or lacks them."""
+    try:
+        return CpuAtomics(ctypes.CDLL(name))
+    except (OSError, AttributeError):
+        return None
