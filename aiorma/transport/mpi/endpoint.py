@@ -117,6 +117,9 @@ class MpiEndpoint:
         # into another node's allocated memory is passive (the network delivers it without the
         # target's CPU), so a blocking ``Flush`` completes it in a network round trip.
         self._unflushed: set[tuple[int, int]] = set()
+        # On this node: (win_id, target) where MPI carried an op since the last flush (puts and
+        # gets into memory mapped here are copies, which a flush need not ask MPI about).
+        self._issued_since_flush: set[tuple[int, int]] = set()
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
         self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
@@ -202,6 +205,7 @@ class MpiEndpoint:
         self._created_windows -= not window.allocated
         # Unlock_all below completes the puts a Flush has not yet.
         self._unflushed = {key for key in self._unflushed if key[0] != win_id}
+        self._issued_since_flush = {key for key in self._issued_since_flush if key[0] != win_id}
 
         def free() -> np.ndarray | None:
             return window.free_collectively(self._win_comm, self._lifecycle_key)
@@ -217,9 +221,10 @@ class MpiEndpoint:
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         """Start ``op``; True when it is already locally complete.
 
-        Into allocated memory, puts and gets are ``Rput``/``Rget`` wherever the target is: on
-        this node shared memory carries them, on another the network delivers them without the
-        target's CPU (docs/benchmarks.md, *Off-node at the network's speed ...*), so a
+        Into allocated memory, puts and gets need no CPU of the target's: on this node they are
+        copies into or out of its memory, mapped here (``Win_shared_query``; ``Rput``/``Rget``
+        where MPI maps none), complete on return; on another node ``Rput``/``Rget``, which the
+        network delivers (docs/benchmarks.md, *Off-node at the network's speed ...*), so a
         later ``Flush`` completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
         active-message path), anything into ``win_create`` memory — are requests whose
@@ -231,6 +236,18 @@ class MpiEndpoint:
         target = op.target
         kind = op.kind
         if window.allocated and self._passive[target] and kind is not RmaKind.COMPARE_AND_SWAP:
+            memory = window.shared[target]
+            if memory is not None and kind in _NETWORK_KINDS:
+                # The target's memory is mapped here: the put or get is a copy by this thread,
+                # which is what MPICH itself does for one into shared memory, without its RMA
+                # path (~1 µs alone, ~7 inside an epoch's call).  Complete, locally and at the
+                # target, on return; the flush's Win_sync orders it before any later flag.
+                if kind is RmaKind.PUT:
+                    copy_bytes(memory[op.disp : op.disp + op.count], op.origin)  # type: ignore[arg-type]
+                else:
+                    copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
+                return True
+            self._issued_since_flush.add((win_id, target))
             # The hot case, without the general path's bookkeeping: shared memory, one request.
             dt = window.datatype
             spec = (op.disp, op.count * window.units, dt)
@@ -349,7 +366,11 @@ class MpiEndpoint:
         if window.allocated and self._passive[target]:
             mine = self._pending.pop(key, None) if self._pending else None
             try:
-                window.win.Flush(target)  # about a microsecond: shared memory
+                if key in self._issued_since_flush:
+                    self._issued_since_flush.discard(key)
+                    window.win.Flush(target)  # about a microsecond: shared memory
+                else:  # only copies into mapped memory since the last flush: a memory barrier
+                    window.win.Sync()
                 if mine:
                     MPI.Request.Waitall([request for _, request, _, _ in mine])  # complete; releases them
             except MPI.Exception as exc:
