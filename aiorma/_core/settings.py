@@ -98,8 +98,9 @@ class Settings:
             microseconds before it suspends), notified signals written inside the call, and the
             MPI transport's off-node fast paths (puts and gets into another node's allocated
             memory as plain ones completed by ``Flush``; atomics into a peer that runs the
-            progress thread made inline).  For tests that check both ways give the same
-            results; any other value leaves them on.
+            progress thread made inline) and its CPU atomics on control words when every rank
+            is on one node (MPI's atomics instead).  For tests that check both ways give the
+            same results; any other value leaves them on.
         ``AIORMA_PROGRESS_THREAD`` (default ``1``)
             ``0`` (or empty) turns off the MPI transport's progress thread, which drives MPI
             progress while the event loop computes without awaiting, for ranks that have peers on

@@ -7,6 +7,8 @@ One job per module:
   polling, close and abandon;
 * :mod:`~aiorma.transport.mpi.windows` — an aiorma window's two MPI windows, created and freed
   collectively;
+* :mod:`~aiorma.transport.mpi.cpu_atomics` — the CPU's own atomics on a peer's control words,
+  mapped here, when every rank is on one node;
 * :mod:`~aiorma.transport.mpi.datatypes` — aiorma's element types and operations as MPI's;
 * :mod:`~aiorma.transport.mpi.doorbell` — the UDP doorbells: which peer to ring and when, and
   the parked flag that asks peers to ring us;
