@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from aiorma.transport.mpi.cpu_atomics import CpuAtomics, load
+from aiorma.transport.mpi.cpu_atomics import SEQ_CST, CpuAtomics, load
 
 atomics = load()
 pytestmark = pytest.mark.skipif(atomics is None, reason="libatomic.so.1 is not installed here")
@@ -21,9 +21,9 @@ def _word() -> tuple[np.ndarray, int]:
 def test_each_op_returns_the_old_value_and_leaves_the_neighbours() -> None:
     assert isinstance(atomics, CpuAtomics)
     words, address = _word()
-    assert atomics.fetch_add(address, 5) == 0
-    assert atomics.fetch_add(address, -7) == 5
-    assert atomics.exchange(address, 9) == -2
+    assert atomics.fetch_add(address, 5, SEQ_CST) == 0
+    assert atomics.fetch_add(address, -7, SEQ_CST) == 5
+    assert atomics.exchange(address, 9, SEQ_CST) == -2
     assert atomics.compare_exchange(address, 1, 3) == 9  # fails: unchanged
     assert words[1] == 9
     assert atomics.compare_exchange(address, 9, 4) == 9  # succeeds
@@ -36,8 +36,8 @@ def test_int64_edges_wrap_like_int64() -> None:
     assert atomics is not None
     words, address = _word()
     top = np.iinfo(np.int64).max
-    atomics.exchange(address, top)
-    assert atomics.fetch_add(address, 1) == top
+    atomics.exchange(address, top, SEQ_CST)
+    assert atomics.fetch_add(address, 1, SEQ_CST) == top
     assert words[1] == np.iinfo(np.int64).min
     assert atomics.compare_exchange(address, int(words[1]), -1) == np.iinfo(np.int64).min
     assert words[1] == -1
@@ -54,7 +54,7 @@ def test_threads_racing_lose_no_update() -> None:
         mine = load()  # one per thread: compare_exchange keeps its expected value in the object
         assert mine is not None
         for _ in range(adds):
-            mine.fetch_add(address, 1)
+            mine.fetch_add(address, 1, SEQ_CST)
             old = mine.compare_exchange(address, 0, 0)  # a read
             while (seen := mine.compare_exchange(address, old, old + 1)) != old:
                 old = seen

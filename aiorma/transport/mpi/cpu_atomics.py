@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import ctypes
 
-_SEQ_CST = 5  # __ATOMIC_SEQ_CST
+#: The memory order every call here uses (``__ATOMIC_SEQ_CST``).
+SEQ_CST = 5
 
 
 class CpuAtomics:
@@ -32,26 +33,22 @@ class CpuAtomics:
     def __init__(self, library: ctypes.CDLL) -> None:
         word, address = ctypes.c_int64, ctypes.c_void_p
         # getattr: a double-underscore name written in a class body would be mangled.
-        self._exchange = getattr(library, "__atomic_exchange_8")
-        self._exchange.argtypes = [address, word, ctypes.c_int]
-        self._exchange.restype = word
-        self._fetch_add = getattr(library, "__atomic_fetch_add_8")
-        self._fetch_add.argtypes = [address, word, ctypes.c_int]
-        self._fetch_add.restype = word
+        #: ``exchange(address, value, SEQ_CST)``: store ``value``; the old value.  (The library's
+        #: functions themselves, called with the memory order: no frame of ours per call.)
+        self.exchange = getattr(library, "__atomic_exchange_8")
+        self.exchange.argtypes = [address, word, ctypes.c_int]
+        self.exchange.restype = word
+        #: ``fetch_add(address, value, SEQ_CST)``: add ``value`` (wrapping like int64); the old
+        #: value.
+        self.fetch_add = getattr(library, "__atomic_fetch_add_8")
+        self.fetch_add.argtypes = [address, word, ctypes.c_int]
+        self.fetch_add.restype = word
         # libatomic's entry point takes no "weak" flag (the compiler builtin does).
         self._compare_exchange = getattr(library, "__atomic_compare_exchange_8")
         self._compare_exchange.argtypes = [address, address, word, ctypes.c_int, ctypes.c_int]
         self._compare_exchange.restype = ctypes.c_bool
         self._expected = word(0)
         self._expected_address = ctypes.addressof(self._expected)
-
-    def exchange(self, address: int, value: int) -> int:
-        """Store ``value``; the old value."""
-        return int(self._exchange(address, value, _SEQ_CST))
-
-    def fetch_add(self, address: int, value: int) -> int:
-        """Add ``value`` (wrapping like int64); the old value."""
-        return int(self._fetch_add(address, value, _SEQ_CST))
 
     def fetch_max(self, address: int, value: int) -> int:
         """Raise the word to ``value`` if it is below; the old value."""
@@ -69,7 +66,7 @@ class CpuAtomics:
         expected.value = compare
         # On failure the library writes the word's value into ``expected``; on success it is
         # ``compare``, the old value too.
-        self._compare_exchange(address, self._expected_address, value, _SEQ_CST, _SEQ_CST)
+        self._compare_exchange(address, self._expected_address, value, SEQ_CST, SEQ_CST)
         return int(expected.value)
 
 

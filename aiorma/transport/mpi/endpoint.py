@@ -41,7 +41,7 @@ from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
-from .cpu_atomics import CpuAtomics
+from .cpu_atomics import SEQ_CST, CpuAtomics
 from .cpu_atomics import load as load_cpu_atomics
 from .datatypes import CONTROL_OPS, MPI_OPS
 from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
@@ -528,7 +528,7 @@ class MpiEndpoint:
                 window.ctrl.Sync()
             elif window.control_addresses is not None:
                 assert self._atomics is not None and op is AtomicOp.SUM
-                self._atomics.fetch_add(window.control_addresses[dest] + 8 * index, value)
+                self._atomics.fetch_add(window.control_addresses[dest] + 8 * index, value, SEQ_CST)
             elif self._passive[dest]:
                 buf = self._word_buffers[0]
                 buf[0] = value
@@ -581,9 +581,9 @@ class MpiEndpoint:
             assert atomics is not None
             address = addresses[dest] + 8 * index
             if op is AtomicOp.REPLACE:
-                return atomics.exchange(address, value)
+                return atomics.exchange(address, value, SEQ_CST)  # type: ignore[no-any-return]
             if op is AtomicOp.SUM:
-                return atomics.fetch_add(address, value)
+                return atomics.fetch_add(address, value, SEQ_CST)  # type: ignore[no-any-return]
             if op is AtomicOp.CAS:
                 return atomics.compare_exchange(address, compare, value)
             return atomics.fetch_max(address, value)
