@@ -18,8 +18,9 @@ Completion contract, relied on by the engine and the driver:
   has one writer, the rank whose slot it is (:mod:`aiorma.engine.control`), so a transport may
   apply the max as a store of the larger value where it can store whole words.  It is issued
   after every flush reported so far, so a write made after ``flushed`` never lands before that
-  data (data before flag).  Its arrival is announced at ``dest`` by ``sink.control_changed(win_id)`` (local)
-  or found by the destination's :meth:`Endpoint.poll` (polled transports).
+  data (data before flag).  Its arrival is announced at ``dest`` by
+  ``sink.control_changed(win_id)`` (local) or found by the destination's :meth:`Endpoint.poll`
+  (polled transports).
 * ``control_fetch(win_id, token, dest, index, op, value, compare)`` applies an atomic with a
   result; it returns the old value when it has it at once, else None and reports
   ``sink.fetched(win_id, token, old)`` later.
