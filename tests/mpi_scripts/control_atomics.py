@@ -79,6 +79,8 @@ async def main() -> None:
         "rank": rank,
         "calls": calls,
         "cpu_atomics": window.control_addresses is not None,
+        "mapped": all(words is not None for words in window.shared_control),
+        "maps_memory": "MPICH" in MPI.Get_library_version(),
         "adds_distinct": len(set(added)) == len(added),
     }
     if rank == 0:
