@@ -26,6 +26,7 @@ from typing import Final
 
 import numpy as np
 
+from .._core.memcopy import load_words
 from .._core.watch import _GUARD, MemoryWatcher
 
 _LITTLE = sys.byteorder == "little"
@@ -120,7 +121,7 @@ def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
         if parts[_FLAG::2].tolist() != [flag] * (len(parts) // 2):
             return None
         return np.frombuffer(parts[_PAY::2].tobytes(), np.uint8, nbytes)
-    halves = slot.copy().view(np.uint32)
+    halves = load_words(slot).view(np.uint32)  # (not slot.copy(): see load_words)
     if not bool((halves[_FLAG::2] == flag).all()):
         return None
     return halves[_PAY::2].copy().view(np.uint8)[:nbytes]

@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import aiorma
+from aiorma._core.memcopy import load_words
 from aiorma.collectives import landing as landing_module
 from aiorma.collectives.landing import LandingConfig
 from aiorma.collectives.ll import flag_of
@@ -70,7 +71,7 @@ async def check(comm: aiorma.Comm) -> dict[str, int]:
         lo = (ordinal % ch.ll_slots) * ch.ll_words  # source rank 0's slots come first
         slot = ch._ll_mem[lo : lo + ch.ll_words]
         while True:
-            words = slot.copy()
+            words = load_words(slot)  # whole words, as the LL reader loads them
             counts["reads"] += 1
             counts["torn"] += torn(words)
             landed = (words[:nwords] >> np.uint64(32)) == flag

@@ -177,7 +177,9 @@ async def main(out_dir: Path) -> None:
         RmaOp(RmaKind.GET_ACCUMULATE, t, 11, result=res["gacc_noop"], op=Op.NO_OP),
         RmaOp(RmaKind.ACCUMULATE, t, 13, origin=arr([rank, rank], i8), op=Op.MIN),
     ]
+    got_f = np.full(1, -1.0)
     ops2 = [
+        RmaOp(RmaKind.GET, t, 5, result=got_f),  # (element 5 stays 0.0: nobody writes it)
         RmaOp(RmaKind.PUT, t, 0, origin=arr([rank + 0.5, rank + 0.25], f8)),
         RmaOp(RmaKind.ACCUMULATE, t, 2, origin=arr([1.5], f8), op=Op.SUM),
         RmaOp(RmaKind.GET_ACCUMULATE, t, 3, origin=arr([2.0, 3.0], f8), result=res_f, op=Op.REPLACE),
@@ -190,10 +192,10 @@ async def main(out_dir: Path) -> None:
                 sink.op_completed(win_id, token)
         if ep.flush(win_id, t, len(ops)):
             sink.flushed(win_id, t, len(ops))
-    # Into allocated memory of a rank on this node, mapped here, a put is a copy: no MPI call
-    # (the accumulates are MPI's), and the flush then needs MPI for those only.
+    # Out of allocated memory of a rank on this node, mapped here, a get is a copy: no MPI call
+    # (puts and accumulates are MPI's).
     if allocated.shared[t] is not None:
-        assert "Rput" not in allocated.win.calls and "Raccumulate" in allocated.win.calls, allocated.win.calls
+        assert "Rget" not in allocated.win.calls and "Rput" in allocated.win.calls, allocated.win.calls
     allocated.win = allocated.win.win
 
     flushed = {("flushed", CREATED, t, len(ops1)), ("flushed", ALLOCATED, t, len(ops2))}
@@ -212,6 +214,7 @@ async def main(out_dir: Path) -> None:
     assert res["cas_no"].tolist() == [base[10]]
     assert res["gacc_noop"].tolist() == base[11:13].tolist()
     assert res_f.tolist() == [0.0, 0.0]
+    assert got_f.tolist() == [0.0]
 
     # Data before flag: the word is raised only after the flush was reported.
     control = layout1.control

@@ -117,8 +117,8 @@ class MpiEndpoint:
         # into another node's allocated memory is passive (the network delivers it without the
         # target's CPU), so a blocking ``Flush`` completes it in a network round trip.
         self._unflushed: set[tuple[int, int]] = set()
-        # On this node: (win_id, target) where MPI carried an op since the last flush (puts and
-        # gets into memory mapped here are copies, which a flush need not ask MPI about).
+        # On this node: (win_id, target) where MPI carried an op since the last flush (gets out
+        # of memory mapped here are copies, which a flush need not ask MPI about).
         self._issued_since_flush: set[tuple[int, int]] = set()
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
@@ -221,11 +221,11 @@ class MpiEndpoint:
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         """Start ``op``; True when it is already locally complete.
 
-        Into allocated memory, puts and gets need no CPU of the target's: on this node they are
-        copies into or out of its memory, mapped here (``Win_shared_query``; ``Rput``/``Rget``
-        where MPI maps none), complete on return; on another node ``Rput``/``Rget``, which the
-        network delivers (docs/benchmarks.md, *Off-node at the network's speed ...*), so a
-        later ``Flush`` completes them in a round trip.  Ops
+        Into allocated memory, puts and gets need no CPU of the target's: on this node a get is
+        a copy out of its memory, mapped here (``Win_shared_query``), a put an ``Rput`` (shared
+        memory carries it); on another node ``Rput``/``Rget``, which the network delivers
+        (docs/benchmarks.md, *Off-node at the network's speed ...*), so a later ``Flush``
+        completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
         active-message path), anything into ``win_create`` memory — are requests whose
         completion means *remote* completion (a put or accumulate becomes ``Rget_accumulate``,
@@ -237,15 +237,14 @@ class MpiEndpoint:
         kind = op.kind
         if window.allocated and self._passive[target] and kind is not RmaKind.COMPARE_AND_SWAP:
             memory = window.shared[target]
-            if memory is not None and kind in _NETWORK_KINDS:
-                # The target's memory is mapped here: the put or get is a copy by this thread,
-                # which is what MPICH itself does for one into shared memory, without its RMA
-                # path (~1 µs alone, ~7 inside an epoch's call).  Complete, locally and at the
-                # target, on return; the flush's Win_sync orders it before any later flag.
-                if kind is RmaKind.PUT:
-                    copy_bytes(memory[op.disp : op.disp + op.count], op.origin)  # type: ignore[arg-type]
-                else:
-                    copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
+            if memory is not None and kind is RmaKind.GET:
+                # The target's memory is mapped here: the get is a copy by this thread, complete
+                # on return, without MPICH's RMA path (~1 µs alone, ~7 inside an epoch's call).
+                # Puts stay MPI's: MPICH's memcpy moves aligned words whole, which aiorma's own
+                # readers of words landing in their memory rely on (a signal's words on its
+                # general path, LL words); numpy's copies do not promise it (CI saw LL words
+                # torn while puts here were numpy copies).
+                copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
                 return True
             self._issued_since_flush.add((win_id, target))
             # The hot case, without the general path's bookkeeping: shared memory, one request.
@@ -369,7 +368,7 @@ class MpiEndpoint:
                 if key in self._issued_since_flush:
                     self._issued_since_flush.discard(key)
                     window.win.Flush(target)  # about a microsecond: shared memory
-                else:  # only copies into mapped memory since the last flush: a memory barrier
+                else:  # no op of MPI's since the last flush (copies out of mapped memory only)
                     window.win.Sync()
                 if mine:
                     MPI.Request.Waitall([request for _, request, _, _ in mine])  # complete; releases them
