@@ -39,9 +39,10 @@ def copy_bytes(out: np.ndarray, src: np.ndarray) -> None:
 def load_words(src: np.ndarray) -> np.ndarray:
     """A copy of the 8-byte words ``src`` (int64 or uint64, aligned), each read by one 8-byte
     load: for words a peer may be writing while we copy them (LL slots).  A plain copy is
-    ``memmove``, whose ``rep movsb`` — in the slow case of the module docstring, a fresh array a
-    few bytes after a page-aligned slot — may read a word in two pieces: a 4 KiB LL slot so copied
-    showed words mixing two writes (tests/test_ll.py, 1 run in 10-20).  numpy's ufunc loop over the
-    8-byte elements loads each one whole (a vector load splits only at a cache line, which an
-    aligned word never straddles)."""
+    ``memmove``, and ``rep movsb`` — which glibc uses for a few KiB, with the slow case of the
+    module docstring for a fresh array a few bytes after a page-aligned slot — promises nothing
+    per word: 4 KiB LL slots copied that way showed words mixing two writes (tests/test_ll.py,
+    about 1 run in 10-20; none in 15 runs since this copy replaced it — the likely cause, not a
+    proven one).  numpy's ufunc loop over the 8-byte elements loads each one whole (a vector load
+    splits only at a cache line, which an aligned word never straddles)."""
     return np.bitwise_or(src, src.dtype.type(0))

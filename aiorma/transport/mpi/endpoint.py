@@ -242,8 +242,8 @@ class MpiEndpoint:
                 # on return, without MPICH's RMA path (~1 µs alone, ~7 inside an epoch's call).
                 # Puts stay MPI's: MPICH's memcpy moves aligned words whole, which aiorma's own
                 # readers of words landing in their memory rely on (a signal's words on its
-                # general path, LL words); numpy's copies do not promise it (CI saw LL words
-                # torn while puts here were numpy copies).
+                # general path, LL words); numpy's copies do not promise it (a numpy copy of two
+                # words was once seen tearing one).
                 copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
                 return True
             self._issued_since_flush.add((win_id, target))
