@@ -6,8 +6,10 @@ Compiles the modules that ``aiorma/_native.py`` names into C extensions beside t
 (``aiorma/engine/*.so`` and the shared ``aiorma/_engine__mypyc*.so``) and records the digest of
 the sources it compiled (``aiorma/_native_build.json``): ``import aiorma`` uses the extensions
 only while the sources still match it.  Does nothing when the record already matches (unless
-``--force``).  Without mypyc or a C compiler, or when the build fails, it removes what a
-previous build left, says so, and exits 0: aiorma then runs those modules from source.
+``--force``); otherwise it first removes what earlier builds left, including the extension of
+any module no longer listed (which would shadow its source).  Without mypyc or a C compiler, or
+when the build fails, it says so after that clean-up and exits 0: aiorma then runs those modules
+from source.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ NATIVE = _load_native()
 def built_files() -> list[Path]:
     """What a build leaves in the package: the extensions and the record."""
     files = [p for p in PACKAGE.rglob("*.so") if p.name.startswith(NATIVE.GROUP.split(".")[-1] + "__mypyc")]
-    for module in NATIVE.MODULES:
-        source = NATIVE.source_path(module, PACKAGE)
-        files += sorted(source.parent.glob(source.stem + ".*.so"))
+    # Every extension beside a module's source, not only those of the modules listed now: one
+    # built for a module since taken off the list would shadow its source (aiorma has no other
+    # extensions).
+    files += sorted(p for p in PACKAGE.rglob("*.*.so") if p.with_name(p.name.split(".")[0] + ".py").exists())
     return [*files, PACKAGE / NATIVE.RECORD]
 
 

@@ -4,6 +4,7 @@ when AIORMA_PURE_PYTHON=1, and the source it was built from passes the suite on 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -66,6 +67,30 @@ def test_a_build_is_used_only_for_the_sources_it_was_built_from(tmp_path: Path) 
     edited.write_text(edited.read_text() + "\n# edited after the build\n")
     stale = _native.decide({}, package)
     assert not stale.compiled and "changed since the build" in stale.reason
+
+
+def test_a_build_first_removes_extensions_of_modules_no_longer_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An extension left beside a module taken off the list would be imported instead of its
+    source, even with AIORMA_PURE_PYTHON=1 (the finder only redirects the modules listed)."""
+    spec = importlib.util.spec_from_file_location("_build_native", ROOT / "dev" / "build_native.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    package = _package_copy(tmp_path)
+    dropped = package / "_core" / "dropped.py"
+    dropped.parent.mkdir(parents=True, exist_ok=True)
+    dropped.write_text("")
+    stale = dropped.with_name("dropped.cpython-311-x86_64-linux-gnu.so")
+    stale.write_bytes(b"")
+    unrelated = package / "_core" / "vendored.cpython-311-x86_64-linux-gnu.so"  # no source beside it
+    unrelated.write_bytes(b"")
+    monkeypatch.setattr(build, "PACKAGE", package)
+    build.clean()
+    assert not stale.exists()
+    assert unrelated.exists()
+    assert dropped.exists()
 
 
 @pytest.mark.timeout(1200)
