@@ -122,7 +122,14 @@ class MpiEndpoint:
         self._issued_since_flush: set[tuple[int, int]] = set()
         # Flushes waiting for requests towards targets that need their own progress.
         self._waiting_flushes: dict[tuple[int, int], list[int]] = {}
-        self._thread_ops: dict[tuple[int, int], int] = {}  # compare-and-swaps in the worker
+        # Ops in the RMA worker (compare-and-swaps; every op that needs the target's progress
+        # where starting a request may wait for it): (win_id, target) -> count.
+        self._thread_ops: dict[tuple[int, int], int] = {}
+        # Open MPI's one-sided components may complete part of a request-based op inside the
+        # call that starts it: an Rget_accumulate into ``win_create`` memory waits there until the
+        # target polls (seen with a stopped target: the loop froze for good), where MPICH returns
+        # the request at once.  Under Open MPI such ops start in the worker thread instead.
+        self._starting_may_wait = "Open MPI" in MPI.Get_library_version()
         self._fetch_targets: dict[int, int] = {}  # request-based fetch token -> its target
         # Request-based control fetches: (win_id, token, request, result buffer).
         self._fetches: list[tuple[int, int, MPI.Request, np.ndarray]] = []
@@ -230,7 +237,10 @@ class MpiEndpoint:
         active-message path), anything into ``win_create`` memory — are requests whose
         completion means *remote* completion (a put or accumulate becomes ``Rget_accumulate``,
         REPLACE or the op, into a scratch buffer), so that a flush of them only waits for
-        requests, tested by the poll, and never blocks the loop for a peer's CPU.
+        requests, tested by the poll, and never blocks the loop for a peer's CPU.  Under Open
+        MPI, whose call that starts such a request may itself wait for the target, they are
+        started (and waited for) in the RMA worker thread instead — unless the target's progress
+        thread bounds that wait, as for a compare-and-swap (:meth:`_answered_by_peer`).
         """
         window = self._windows[win_id]
         target = op.target
@@ -302,39 +312,63 @@ class MpiEndpoint:
                 if inline or self._answered_by_peer(target):
                     cas()
                     return True
-                self._thread_ops[key] = self._thread_ops.get(key, 0) + 1
-
-                def cas_done(_: object) -> None:
-                    self._thread_ops[key] -= 1
-                    self._op_done(win_id, token)
-                    self._flushes_due()
-
-                self._in_thread(cas, cas_done)
+                self._op_in_thread(win_id, target, token, cas)
                 return False
-            spec = (op.disp, op.count * window.units, dt)
-            keep: object = op  # holds origin/result arrays until completion
             remote_completion = not inline and not window.owns_datatype
-            if op.kind is RmaKind.GET:
-                request = win.Rget([op.result, dt], target, spec)
-            elif op.kind in (RmaKind.PUT, RmaKind.ACCUMULATE) and remote_completion:
-                scratch = np.empty_like(op.origin)
-                origin = _writable(op.origin)
-                keep = (op, scratch, origin)
-                mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else MPI_OPS[op.op]
-                request = win.Rget_accumulate([origin, dt], [scratch, dt], target, spec, mpi_op)
-            elif op.kind is RmaKind.PUT:
-                request = win.Rput([op.origin, dt], target, spec)
-            elif op.kind is RmaKind.ACCUMULATE:
-                request = win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
-            else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
-                # NO_OP ignores the origin, which the window may leave out; MPI still wants one.
-                origin = _writable(op.origin) if op.origin is not None else np.empty_like(op.result)
-                keep = (op, origin)
-                request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, MPI_OPS[op.op])
+            if not inline and self._starting_may_wait and not self._answered_by_peer(target):
+
+                def start_and_wait() -> None:
+                    request, _keep = self._start_request(window, op, remote_completion)
+                    request.Wait()
+
+                self._op_in_thread(win_id, target, token, start_and_wait)
+                return False
+            request, keep = self._start_request(window, op, remote_completion)
             if request.Test():
                 return True
         self._pending.setdefault(key, []).append((token, request, keep, not inline))
         return False
+
+    def _start_request(
+        self, window: MpiWindow, op: RmaOp, remote_completion: bool
+    ) -> tuple[MPI.Request, object]:
+        """Start ``op`` as a request-based MPI op; returns the request and what must stay alive
+        until it completes.  ``remote_completion``: a put or accumulate becomes
+        ``Rget_accumulate`` into a scratch buffer, whose completion is remote completion."""
+        win, dt, target = window.win, window.datatype, op.target
+        spec = (op.disp, op.count * window.units, dt)
+        keep: object = op  # holds origin/result arrays until completion
+        if op.kind is RmaKind.GET:
+            request = win.Rget([op.result, dt], target, spec)
+        elif op.kind in (RmaKind.PUT, RmaKind.ACCUMULATE) and remote_completion:
+            scratch = np.empty_like(op.origin)
+            origin = _writable(op.origin)
+            keep = (op, scratch, origin)
+            mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else MPI_OPS[op.op]
+            request = win.Rget_accumulate([origin, dt], [scratch, dt], target, spec, mpi_op)
+        elif op.kind is RmaKind.PUT:
+            request = win.Rput([op.origin, dt], target, spec)
+        elif op.kind is RmaKind.ACCUMULATE:
+            request = win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
+        else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
+            # NO_OP ignores the origin, which the window may leave out; MPI still wants one.
+            origin = _writable(op.origin) if op.origin is not None else np.empty_like(op.result)
+            keep = (op, origin)
+            request = win.Rget_accumulate([origin, dt], [op.result, dt], target, spec, MPI_OPS[op.op])
+        return request, keep
+
+    def _op_in_thread(self, win_id: int, target: int, token: int, call: Callable[[], None]) -> None:
+        """Run an op's blocking ``call`` in the RMA worker, reporting it done after; a flush
+        towards ``target`` waits for it (:meth:`_served`)."""
+        key = (win_id, target)
+        self._thread_ops[key] = self._thread_ops.get(key, 0) + 1
+
+        def done(_: object) -> None:
+            self._thread_ops[key] -= 1
+            self._op_done(win_id, token)
+            self._flushes_due()
+
+        self._in_thread(call, done)
 
     def _served(self, key: tuple[int, int]) -> bool:
         """True while an op towards ``key``'s target still needs that target's progress (a
