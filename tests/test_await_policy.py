@@ -105,12 +105,18 @@ class _FakeDriver:
         raise AssertionError(f"unexpected failure {error!r}")
 
 
-def test_an_inline_wait_looks_at_own_memory_before_polling_the_transport() -> None:
+def test_an_inline_wait_looks_at_own_memory_before_polling_the_transport(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """What a peer already wrote into this rank's memory ends the inline wait without a poll of
     the transport (several MPI calls); a wait that needs polls still gets one per turn."""
     import asyncio
 
+    from aiorma._core import await_policy
     from aiorma._core.await_policy import _poll_inline
+
+    # The order of looks is the point, not the bound: a busy machine must not end the wait first.
+    monkeypatch.setattr(await_policy, "INLINE_OWN_CORE", 60.0)
 
     loop = asyncio.new_event_loop()
     try:
@@ -140,6 +146,9 @@ def test_a_poll_s_news_is_looked_at_before_the_core_is_handed_on(monkeypatch: py
 
     yields: list[int] = []
     monkeypatch.setattr(await_policy.os, "sched_yield", lambda: yields.append(1))
+    # The order of looks is the point, not the bound: a busy machine must not end the wait first
+    # (a 30 µs bound did, once in CI: three fake polls took longer).
+    monkeypatch.setattr(await_policy, "INLINE_SHARED_CORE", 60.0)
     loop = asyncio.new_event_loop()
     try:
         future = loop.create_future()
