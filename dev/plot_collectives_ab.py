@@ -10,8 +10,6 @@ One panel per rank count; the cells are the runs' rows (one message size per run
 
 from __future__ import annotations
 
-import glob
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -20,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from ab_runs import load_series
 
 
 def _times(runs: list[list[dict]], ranks: int, name: str, key: str) -> list[float]:
@@ -30,13 +29,8 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
-    out, series = Path(argv[0]), []
-    for spec in argv[1:]:
-        label, pattern = spec.split(":", 1)
-        runs = [json.loads(Path(path).read_text())["rows"] for path in sorted(glob.glob(pattern))]
-        if not runs:
-            raise SystemExit(f"no file matches {pattern}")
-        series.append((f"{label} ({len(runs)} runs)", runs))
+    out = Path(argv[0])
+    series = [(label, [run["rows"] for run in runs]) for label, runs in load_series(argv[1:])]
     ranks = sorted({row["ranks"] for _, runs in series for rows in runs for row in rows})
     names = list(dict.fromkeys(row["collective"] for row in series[0][1][0]))
     fig, axes = plt.subplots(1, len(ranks), figsize=(5.5 * len(ranks), 4.2), squeeze=False)

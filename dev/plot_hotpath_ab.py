@@ -8,8 +8,6 @@ Each argument after OUT.png is LABEL:GLOB; the runs of one label are the files i
 
 from __future__ import annotations
 
-import glob
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -18,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from ab_runs import load_series
 
 from aiorma.bench.hotpath import CASES
 
@@ -26,13 +25,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
-    out, series = Path(argv[0]), []
-    for spec in argv[1:]:
-        label, pattern = spec.split(":", 1)
-        runs = [json.loads(Path(path).read_text()) for path in sorted(glob.glob(pattern))]
-        if not runs:
-            raise SystemExit(f"no file matches {pattern}")
-        series.append((f"{label} ({len(runs)} runs)", runs))
+    out, series = Path(argv[0]), load_series(argv[1:])
     fig, ax = plt.subplots(figsize=(9, 4.2))
     width = 0.8 / len(series)
     for i, (label, runs) in enumerate(series):

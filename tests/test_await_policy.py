@@ -113,10 +113,10 @@ def test_an_inline_wait_looks_at_own_memory_before_polling_the_transport(
     import asyncio
 
     from aiorma._core import await_policy
-    from aiorma._core.await_policy import _poll_inline
 
     # The order of looks is the point, not the bound: a busy machine must not end the wait first.
     monkeypatch.setattr(await_policy, "INLINE_OWN_CORE", 60.0)
+    _poll_inline = await_policy._poll_inline
 
     loop = asyncio.new_event_loop()
     try:

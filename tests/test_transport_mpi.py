@@ -58,9 +58,9 @@ PUT_TORN_WORDS = Path(__file__).parent / "mpi_scripts" / "put_torn_words.py"
 @pytest.mark.mpi
 @pytest.mark.parametrize("words", [512, 8192])
 def test_a_put_moves_words_whole(words: int) -> None:
-    """On one node a put into allocated memory is a copy by the origin (no MPI call): its aligned
-    words must still land whole, as MPICH's put moves them, because aiorma reads words of its
-    own windows while peers' puts land.  Rank 1 reads its window while rank 0 puts into it for a
+    """On one node a put into allocated memory is MPI's ``Rput`` (MPICH copies it with
+    ``memcpy``): its aligned words must land whole, because aiorma reads words of its own
+    windows while peers' puts land.  Rank 1 reads its window while rank 0 puts into it for a
     second: no word read mixes two writes."""
     reports = run_mpi_json(PUT_TORN_WORDS, 2, str(words), "1.0", timeout=120)
     writer, reader = reports

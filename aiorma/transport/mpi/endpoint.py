@@ -319,7 +319,7 @@ class MpiEndpoint:
 
                 def start_and_wait() -> None:
                     request, _keep = self._start_request(window, op, remote_completion)
-                    request.Wait()
+                    request.Wait()  # (_keep holds the buffers MPI uses until then)
 
                 self._op_in_thread(win_id, target, token, start_and_wait)
                 return False
