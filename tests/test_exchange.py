@@ -92,7 +92,7 @@ def interpret(
                     signals[(rank, peer)] = signals.get((rank, peer), 0) + 1
                 for send in current.sends:
                     queues.setdefault((rank, send.peer), deque()).append(
-                        view(parts, send.part, send.blocks).copy()
+                        (view(parts, send.part, send.blocks).copy(), send.combined)
                     )
                 issued[rank] = True
                 moved = True
@@ -104,8 +104,11 @@ def interpret(
             for peer in current.waits:
                 signals[(peer, rank)] -= 1
             for r in current.receives:
-                incoming = queues[(r.peer, rank)].popleft()
+                incoming, combined = queues[(r.peer, rank)].popleft()  # type: ignore[misc]
                 assert isinstance(incoming, np.ndarray)
+                # Both ends must agree on how the landing carries it (a combined message never
+                # travels in one copy): the send says so where the receive combines.
+                assert combined == (r.into is not None), (rank, r, "send's combined flag")
                 if r.into is None:
                     view(parts, r.part, r.blocks)[...] = incoming
                 else:
@@ -114,7 +117,8 @@ def interpret(
                     low, high = (mine, incoming) if r.incoming_higher else (incoming, mine)
                     parts[r.into][...] = _apply(op, low, high)
                 for child in r.forward:
-                    queues.setdefault((rank, child), deque()).append(view(parts, r.part, r.blocks).copy())
+                    forwarded = view(parts, r.part, r.blocks).copy()
+                    queues.setdefault((rank, child), deque()).append((forwarded, False))
             step[rank] += 1
             issued[rank] = False
             moved = True
@@ -327,8 +331,13 @@ class QueueChannel:
     async def wait_signal(self, src: int) -> None:
         assert await self._queue(src, self.rank).get() == "signal"
 
-    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> asyncio.Future[None]:
+    def send(
+        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+    ) -> asyncio.Future[None]:
         return asyncio.ensure_future(self._later(self.rank, dst, data.copy()))
+
+    def single_copy(self, peer: int, nbytes: int) -> bool:
+        return False  # every message is a copy in the queue
 
     async def recv_with(self, src: int, nbytes: int, consume: object) -> None:
         data = await self._queue(src, self.rank).get()
@@ -411,7 +420,9 @@ def test_exchange_runs_the_gather_family_as_the_interpreter_does(name: str, size
 
 def test_an_error_in_a_round_is_raised_once_the_round_has_finished() -> None:
     class Failing(QueueChannel):
-        def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> asyncio.Future[None]:
+        def send(
+            self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+        ) -> asyncio.Future[None]:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             future.set_exception(RuntimeError("send failed"))
             return future

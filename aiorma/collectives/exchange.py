@@ -42,6 +42,7 @@ import numpy as np
 
 from .._core.memcopy import copy_bytes
 from ..constants import Op
+from .landing import Into
 from .reduce_ops import combiner
 
 Consume = Callable[[np.ndarray, int, int], None]
@@ -61,9 +62,13 @@ class Channel(Protocol):
 
     def wait_signal(self, src: int) -> Awaitable[None]: ...
 
-    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> Awaitable[None]: ...
+    def send(
+        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+    ) -> Awaitable[None]: ...
 
     def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]: ...
+
+    def single_copy(self, peer: int, nbytes: int) -> bool: ...
 
 
 #: Some blocks of a buffer: (first, count), in blocks of the size the program is bound with
@@ -73,11 +78,14 @@ Blocks = tuple[int, int] | None
 
 @attrs.frozen
 class Send:
-    """Send buffer ``part`` (or only its ``blocks``) to global rank ``peer``."""
+    """Send buffer ``part`` (or only its ``blocks``) to global rank ``peer``; ``combined``: the
+    peer combines it (its :class:`Receive` has ``into``), so it never travels in one copy
+    (``Landing.send``)."""
 
     peer: int
     part: int
     blocks: Blocks = None
+    combined: bool = False
 
 
 def _copies_only(receive: Receive, _attribute: object, blocks: Blocks) -> None:
@@ -209,7 +217,7 @@ class _BoundRound:
         self,
         copies: list[tuple[np.ndarray, np.ndarray]],
         signals: tuple[int, ...],
-        sends: list[tuple[int, np.ndarray]],
+        sends: list[tuple[int, np.ndarray, bool]],
         waits: tuple[int, ...],
         receives: list[_BoundReceive],
     ) -> None:
@@ -242,30 +250,32 @@ def _bind_round(
             consume = _copier(into)
         receives.append((r.peer, int(into.size), consume, forwards))
     copies = [(view(c.target, c.target_blocks), view(c.source, c.source_blocks)) for c in step.copies]
-    sends = [(s.peer, view(s.part, s.blocks)) for s in step.sends]
+    sends = [(s.peer, view(s.part, s.blocks), s.combined) for s in step.sends]
     return _BoundRound(copies, step.signals, sends, step.waits, receives)
 
 
 def _copier(out: np.ndarray) -> Consume:
-    def copy(slot: np.ndarray, lo: int, hi: int) -> None:
-        copy_bytes(out[lo:hi], slot)
-
-    return copy
+    return Into(out)
 
 
 def _forwarder(
     ch: Channel, buf: np.ndarray, children: tuple[int, ...], forwards: list[asyncio.Future[None]]
 ) -> Consume:
     """Copy each chunk in and send it on to ``children`` at once, so a large message pipelines
-    down a tree (each forward is a chunk of the whole message: ``part_of``)."""
+    down a tree (each forward is a chunk of the whole message: ``part_of``); a child that takes
+    the message in one copy (``single_copy``) gets it whole, once all of it is here."""
     nbytes = int(buf.size)
+    whole = tuple(child for child in children if ch.single_copy(child, nbytes))
+    pieces = tuple(child for child in children if child not in whole)
 
-    def land(slot: np.ndarray, lo: int, hi: int) -> None:
-        copy_bytes(buf[lo:hi], slot)
-        for child in children:
+    def landed(lo: int, hi: int) -> None:
+        for child in pieces:
             forwards.append(asyncio.ensure_future(ch.send(child, buf[lo:hi], part_of=nbytes)))
+        if hi == nbytes:
+            for child in whole:
+                forwards.append(asyncio.ensure_future(ch.send(child, buf)))
 
-    return land
+    return Into(buf, landed)
 
 
 class Exchange(Coroutine[Any, Any, None]):
@@ -336,8 +346,8 @@ class Exchange(Coroutine[Any, Any, None]):
             for peer in step.signals:
                 ch.signal(peer)
             issued: list[Awaitable[None]] = []
-            for peer, data in step.sends:
-                issued.append(ch.send(peer, data))
+            for peer, data, combined in step.sends:
+                issued.append(ch.send(peer, data, combined=combined))
             for peer in step.waits:
                 issued.append(ch.wait_signal(peer))
             for peer, nbytes, consume, forwarded in step.receives:

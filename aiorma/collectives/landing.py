@@ -62,6 +62,19 @@ wraps around the peer's slots; it needs credit ``o + m − K``.  A receiver abou
 first reports any credit it still owes that the chunk needs (step 5 only guarantees ``o + 1 −
 K``).  Messages of at most one slot (``m = 1``) are exactly as above.
 
+**Large messages in one copy.**  Between ranks that can read each other's memory (one node,
+where the kernel allows cross-memory attach: ``Endpoint.reads_memory_of``), a message of at least
+``LandingConfig.single_copy_bytes`` skips the slots: the sender sends, as one ordinary chunk,
+where the message is (its address and size); the receiver copies the bytes straight out of the
+sender's buffer into its own (``Endpoint.read_memory``) and raises the sender's credit past that
+chunk at once; the sender's send finishes when it sees that credit, and only then may its buffer
+change.  One copy instead of two, and the copy through the slots crosses between cores twice
+(docs/benchmarks.md, *Large messages in one copy*).  MPI libraries move large on-node messages
+the same way.  Such a message is never split: a tree forwards it once it has all of it.  A
+message the receiver combines into its data (``send(..., combined=True)``, a reduction's) takes
+the slots: read out of the sender's process first, it cost more than combined straight from a
+slot.
+
 A long-lived passive epoch costs the engine O(1) per RMA call (it keeps a per-target issue
 sequence number, not a record of the calls), so one epoch serves the Comm's whole life.
 """
@@ -79,6 +92,7 @@ from .._core.memcopy import copy_bytes
 from .._core.watch import MemoryWatcher
 from .._core.world import World
 from ..constants import MODE_NOCHECK, Op
+from ..errors import RmaUsageError
 from ..request import Request, finish_as
 from ..transport.base import WHOLE_RUN
 from ..win_info import Info
@@ -121,6 +135,12 @@ class LandingConfig:
     #: reduction or bcast is one LL message.
     ll_bytes: int = 8
     ll_slots: int = 8
+    #: Messages of at least this many bytes between ranks that can read each other's memory (one
+    #: node, cross-memory attach allowed: ``Endpoint.reads_memory_of``) travel in one copy: the
+    #: receiver copies them straight out of the sender's buffer (*Large messages in one copy*
+    #: in the module docstring).  0: never.  Measured on the MPI transport, 2 ranks
+    #: (docs/benchmarks.md, *Large messages in one copy*).
+    single_copy_bytes: int = 2 << 20
 
     def resolve(self, size: int) -> tuple[int, int]:
         """(slot bytes S, slots per peer K) for a Comm of ``size`` ranks."""
@@ -182,6 +202,7 @@ class Landing:
         ll: Window,
         ll_bytes: int,
         ll_slots: int,
+        single_copy_bytes: int = 0,
     ) -> None:
         size = world.size
         self.rank = world.rank
@@ -207,6 +228,10 @@ class Landing:
         # Where a put of words lands them whole (this node), flags and LL words are signals, put
         # and flushed inside the call; elsewhere accumulates (see _write_words).
         self._words_whole = [world.endpoint.stores_words_whole(rank) for rank in range(size)]
+        # Whose buffers we may copy out of (single-copy messages), and from which size on.
+        self._endpoint = world.endpoint
+        self._readable = [world.endpoint.reads_memory_of(rank) for rank in range(size)]
+        self.single_copy_bytes = max(int(single_copy_bytes), ll_bytes + 1) if single_copy_bytes > 0 else 0
         self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
         self.ll_watcher = SlotWatcher(ll.memory, world.driver.waiter)
         self._ll_mem = self.ll_watcher.memory  # the LL window's words as uint64
@@ -261,7 +286,7 @@ class Landing:
             notify=True,
             peers_write_control=False,
         )
-        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots)
+        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, config.single_copy_bytes)
         await landing._flags.opened
         await landing._data.opened
         await landing._ll.opened
@@ -315,22 +340,43 @@ class Landing:
         """The first ordinal from ``ordinal`` on where a chunk of ``span`` slots may start."""
         return -(-ordinal // span) * span
 
-    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> Awaitable[None]:
+    def send(
+        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+    ) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8, contiguous) to ``dst``, which must receive
         exactly as many bytes from us at the same point of the same collective.  The numbering is
-        fixed at the call; the awaitable finishes when every chunk is flagged at ``dst``, after
-        which ``data`` may be reused.  One not finished inside the call moves only while it is
-        awaited: await it together with the step's receives (``await_all``), never after them.
+        fixed at the call; the awaitable finishes when every chunk is flagged at ``dst`` (a
+        single-copy message: once ``dst`` has copied it out), after which ``data`` may be
+        reused.  One not finished inside the call moves only while it is awaited: await it
+        together with the step's receives (``await_all``), never after them.
 
         ``part_of``: ``data`` is one chunk, handed to a :meth:`recv_with` consumer, of a message
         of ``part_of`` bytes, forwarded as it arrives (``dst`` receives the whole message at
-        once).  The message's size, not the chunk's, decides whether it travels as an LL message."""
+        once).  The message's size, not the chunk's, decides whether it travels as an LL message.
+
+        ``combined``: ``dst`` combines the message into its data (``recv_reduce``) rather than
+        copying it, so it takes the slots even where it could travel in one copy — combining
+        straight from a slot costs less than reading the message out of our process first
+        (docs/benchmarks.md, *Large messages in one copy*)."""
         nbytes = int(data.size)
         if nbytes == 0:
             return self._done
         message = nbytes if part_of is None else part_of
         if message <= self.ll_bytes:
             return self._send_ll(dst, data)
+        if not combined and self.single_copy(dst, message):
+            if nbytes != message:
+                raise ValueError(
+                    f"a message of {message} bytes to rank {dst} is read in one copy: "
+                    "send it whole, not in pieces"
+                )
+            return self._send_reference(dst, data)
+        return self._send_slots(dst, data, message)
+
+    def _send_slots(self, dst: int, data: np.ndarray, message: int) -> Awaitable[None]:
+        """:meth:`send` through the data slots: ``data`` is the message or a piece of it
+        (``message`` bytes in all)."""
+        nbytes = int(data.size)
         # A forwarded piece is one chunk of the whole message: its width is the message's, as the
         # receiver computes it.
         span = self.span(message)
@@ -396,11 +442,7 @@ class Landing:
 
     def recv(self, src: int, out: np.ndarray) -> Awaitable[None]:
         """Receive ``out.size`` bytes from ``src`` into ``out`` (1-D uint8, contiguous)."""
-
-        def copy(slot: np.ndarray, lo: int, hi: int) -> None:
-            copy_bytes(out[lo:hi], slot)
-
-        return self.recv_with(src, int(out.size), copy)
+        return self.recv_with(src, int(out.size), Into(out))
 
     def recv_reduce(
         self,
@@ -419,11 +461,16 @@ class Landing:
 
     def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
         """Receive ``nbytes`` from ``src``, handing each chunk to ``consume(slot, lo, hi)`` (the
-        chunk's bytes and its byte range in the message) while it is still in the slot."""
+        chunk's bytes and its byte range in the message) while it is still in the slot.  An
+        :class:`Into` consumer of a single-copy message gets the bytes copied straight into its
+        target instead (then only its ``landed`` is called); any other consumer combines, and
+        its sender sent ``combined``: through the slots."""
         if nbytes == 0:
             return self._done
         if nbytes <= self.ll_bytes:
             return self._recv_ll(src, nbytes, consume)
+        if isinstance(consume, Into) and self.single_copy(src, nbytes):
+            return self._recv_reference(src, nbytes, consume)
         span = self.span(nbytes)
         count = self.chunks(nbytes, span)
         first = self._aligned(self._chunks_expected[src], span)
@@ -530,6 +577,85 @@ class Landing:
         if consumed - self._credit_written[src] >= self.slots:
             self._credit_written[src] = consumed
             self._raise_flag(src, self.CREDIT + self.rank, consumed)
+
+    # ------------------------------------------------------------------ single-copy messages
+
+    def single_copy(self, peer: int, nbytes: int) -> bool:
+        """Whether a message of ``nbytes`` to or from ``peer`` travels in one copy: the receiver
+        reads it out of the sender's buffer.  Both ends give the same answer (the transport's
+        ``reads_memory_of`` is symmetric, the threshold the Comm's).  Such a message is sent
+        whole: a tree forwards it once it has all of it."""
+        return 0 < self.single_copy_bytes <= nbytes and self._readable[peer]
+
+    def _send_reference(self, dst: int, data: np.ndarray) -> Awaitable[None]:
+        """Send where ``data`` is (its address and size, one chunk through the data slots); the
+        awaitable finishes once ``dst`` has copied the bytes out — it raises our credit past that
+        chunk at once — so ``data`` stays referenced, and unchanged, until then."""
+        where = np.array([data.ctypes.data, data.size], dtype=np.int64).view(np.uint8)
+        sent = self._send_slots(dst, where, where.size)
+        read = self._chunks_sent[dst]  # the descriptor's ordinal + 1
+        if isinstance(sent, asyncio.Future) and sent.done() and sent.exception() is None:
+            copied = self.watcher.wait(self.CREDIT + dst, read)
+            if not copied.done():
+                copied.add_done_callback(lambda _: data)  # keeps the buffer alive meanwhile
+            return copied
+        return self._sent_then_copied(sent, dst, read, data)
+
+    async def _sent_then_copied(self, sent: Awaitable[None], dst: int, read: int, data: np.ndarray) -> None:
+        await sent
+        await self.watcher.wait(self.CREDIT + dst, read)
+        del data  # referenced until here (this frame holds it): dst reads it
+
+    def _recv_reference(self, src: int, nbytes: int, consume: Into) -> Awaitable[None]:
+        """Receive a single-copy message: wait for the chunk saying where it is, copy it out of
+        ``src``'s memory, then raise ``src``'s credit past that chunk (the sender waits for it).
+        Inside the call when the chunk has landed and nothing earlier from ``src`` is pending."""
+        ordinal = self._chunks_expected[src]
+        self._chunks_expected[src] = ordinal + 1
+        if self._flag_mem[self.DATA + src] > ordinal and self._recv_tail[src].done():
+            self._copy_reference(src, ordinal, nbytes, consume)
+            return self._done
+        before, self._recv_tail[src] = self._recv_tail[src], self._loop.create_future()
+        return self._recv_reference_later(src, nbytes, consume, ordinal, before, self._recv_tail[src])
+
+    async def _recv_reference_later(
+        self,
+        src: int,
+        nbytes: int,
+        consume: Into,
+        ordinal: int,
+        before: asyncio.Future[None],
+        done: asyncio.Future[None],
+    ) -> None:
+        try:
+            if not before.done():
+                await asyncio.wait([before])
+            await self.watcher.wait(self.DATA + src, ordinal + 1)
+            self._copy_reference(src, ordinal, nbytes, consume)
+        finally:
+            done.set_result(None)
+
+    def _copy_reference(self, src: int, ordinal: int, nbytes: int, consume: Into) -> None:
+        start = (src * self.slots + ordinal % self.slots) * self.slot_bytes
+        address, size = (int(word) for word in self._data_mem[start : start + 16].view(np.int64))
+        if size != nbytes:
+            raise RmaUsageError(
+                f"rank {src} sent a message of {size} bytes where this rank receives {nbytes}: "
+                "the ranks called different collectives or sizes"
+            )
+        read, target, landed = self._endpoint.read_memory, consume.target, consume.landed
+        if landed is None:
+            read(src, address, target[:nbytes])
+        else:
+            # In the slot path's chunks: a tree forwards each as it lands, and children that
+            # take the slots expect those.
+            piece = self.slot_bytes * self.span(nbytes)
+            for lo in range(0, nbytes, piece):
+                hi = min(nbytes, lo + piece)
+                read(src, address + lo, target[lo:hi])
+                landed(lo, hi)
+        self._credit_written[src] = ordinal + 1
+        self._raise_flag(src, self.CREDIT + self.rank, ordinal + 1)
 
     # ------------------------------------------------------------------ LL messages
 
@@ -649,6 +775,23 @@ class Landing:
         accumulate with REPLACE, which lands whole.  Either way a later value never lands before
         an earlier one."""
         self._write_words(self._flags.win, dst, index, value)
+
+
+class Into:
+    """A receive's consumer that copies each chunk to ``target[lo:hi]`` (1-D uint8), then tells
+    ``landed(lo, hi)`` (a tree forwards the piece).  The landing copies a single-copy message
+    straight into ``target`` instead of handing it over from a slot."""
+
+    __slots__ = ("landed", "target")
+
+    def __init__(self, target: np.ndarray, landed: Callable[[int, int], None] | None = None) -> None:
+        self.target = target
+        self.landed = landed
+
+    def __call__(self, slot: np.ndarray, lo: int, hi: int) -> None:
+        copy_bytes(self.target[lo:hi], slot)
+        if self.landed is not None:
+            self.landed(lo, hi)
 
 
 def _retrieve(request: Request) -> None:

@@ -42,7 +42,8 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
     if me < 2 * rem and me % 2 == 0:
         partner = group[me + 1]
         return Program(
-            name, (Round(sends=(Send(partner, SOURCE),)), Round(receives=(Receive(partner, OUT),)))
+            name,
+            (Round(sends=(Send(partner, SOURCE, combined=True),)), Round(receives=(Receive(partner, OUT),))),
         )
     new = me // 2 if me < 2 * rem else me - rem
 
@@ -71,7 +72,7 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
         target = other(current, left)
         rounds.append(
             Round(
-                sends=(Send(group[partner], current),),
+                sends=(Send(group[partner], current, combined=True),),
                 receives=(Receive(group[partner], current, into=target, incoming_higher=partner > me),),
             )
         )
@@ -112,7 +113,7 @@ def binomial_reduce_program(group: Sequence[int], rank: int, root: int, commutat
         rounds.append(Round(receives=(Receive(child, current, into=partial, incoming_higher=True),)))
         current = partial
     if parent is not None:
-        rounds.append(Round(sends=(Send(parent, current),)))
+        rounds.append(Round(sends=(Send(parent, current, combined=True),)))
     if not commutative and root != 0:
         if me == 0:
             rounds.append(Round(sends=(Send(group[root], current),)))

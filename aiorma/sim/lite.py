@@ -218,7 +218,9 @@ class LiteLanding:
     def chunks(self, nbytes: int) -> int:
         return 1 if nbytes else 0
 
-    def send(self, dst: int, data: np.ndarray, part_of: int | None = None) -> Awaitable[None]:
+    def send(
+        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+    ) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8) to ``dst``; the awaitable finishes at local
         completion of the flag put (``data`` may then be reused).  ``part_of`` is the real
         landing's hint for a forwarded chunk of a longer message; one message path here, so it
@@ -239,6 +241,10 @@ class LiteLanding:
             out[lo:hi] = slot
 
         return self.recv_with(src, int(out.size), copy)
+
+    def single_copy(self, peer: int, nbytes: int) -> bool:
+        """Never: every message goes through the slot."""
+        return False
 
     def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
         """Receive ``nbytes`` from ``src``, handing them to ``consume(slot, 0, nbytes)``."""

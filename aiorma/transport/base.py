@@ -182,6 +182,18 @@ class Endpoint(Protocol):
         :data:`WHOLE_RUN` words where a copy could race a reader, then one flush.  True when
         done inside the call; False changed nothing (the caller writes them with accumulates)."""
 
+    def reads_memory_of(self, peer: int) -> bool:
+        """True when :meth:`read_memory` can copy bytes out of any memory of ``peer``'s — a user's
+        buffer, not only a window — inside the call: a peer in this process, or on this node
+        where the kernel allows cross-memory attach.  Symmetric: ``peer`` gets the same answer
+        about this rank."""
+
+    def read_memory(self, peer: int, address: int, out: np.ndarray) -> None:
+        """Copy ``out.nbytes`` bytes from ``address`` in ``peer``'s memory into ``out``
+        (contiguous), inside the call; only where :meth:`reads_memory_of`.  What is at that
+        address is the caller's business (the peer must keep it unchanged until told the copy is
+        done).  Raises :class:`~aiorma.errors.TransportError` when the copy fails."""
+
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
 
     def control_fetch(

@@ -18,6 +18,7 @@ from inside ``issue``/``control_write``), in the order they were produced.  Two 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 from collections import deque
 from collections.abc import Callable
 
@@ -300,6 +301,14 @@ class LocalEndpoint:
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
         return self.put_flushed(win_id, target, disp, words)
+
+    def reads_memory_of(self, peer: int) -> bool:
+        """Always: every rank is this process."""
+        return True
+
+    def read_memory(self, peer: int, address: int, out: np.ndarray) -> None:
+        """A copy within this process."""
+        ctypes.memmove(out.ctypes.data, address, int(out.nbytes))
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """Applied at once, unless the network delays ops (then the general path keeps order)."""

@@ -43,6 +43,7 @@ from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
 from .cpu_atomics import SEQ_CST, CpuAtomics
 from .cpu_atomics import load as load_cpu_atomics
+from .cross_memory import probe as probe_cross_memory
 from .datatypes import CONTROL_OPS, MPI_OPS
 from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
@@ -90,6 +91,10 @@ class MpiEndpoint:
             atomics = load_cpu_atomics() if settings.inline and all(self._passive) else None
             agreed = self._probe_comm.allreduce(atomics is not None, op=MPI.LAND)
             self._atomics: CpuAtomics | None = atomics if agreed else None
+            # Peers on this host whose memory we may copy straight out of (large collective
+            # messages in one copy: cross_memory).
+            reader, self._pids, self._readable = probe_cross_memory(self._probe_comm, self._passive)
+            self._memory_reader = reader
         # Off-node fast paths, off with AIORMA_INLINE=0 (the tests run both ways):
         # puts and gets into another node's allocated memory as plain ones completed by Flush
         # (the network delivers them without the target's CPU), and atomics into a peer that
@@ -459,6 +464,17 @@ class MpiEndpoint:
         accumulates there.  Symmetric: host names are the same for every rank, and mpiexec gives
         every rank the same ``MPIR_CVAR_NOLOCAL``."""
         return self._passive[target] or target == self.rank
+
+    def reads_memory_of(self, peer: int) -> bool:
+        """On this host, where the kernel lets both processes read each other
+        (:mod:`.cross_memory`, probed at start-up); never under ``MPIR_CVAR_NOLOCAL``."""
+        return self._readable[peer]
+
+    def read_memory(self, peer: int, address: int, out: np.ndarray) -> None:
+        """``process_vm_readv`` from ``peer``'s process."""
+        if not self._readable[peer] or self._memory_reader is None:
+            raise TransportError(f"rank {self.rank} cannot read rank {peer}'s memory")
+        self._memory_reader.read(self._pids[peer], address, out)
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
         """:meth:`put_flushed` where :meth:`stores_words_whole`, each word written whole: into
