@@ -3,12 +3,13 @@ run by tests/test_single_copy.py.
 
 Usage: ``mpiexec -n N python single_copy_battery.py SINGLE_COPY_BYTES``: messages of at least
 that many bytes between ranks that can read each other (one node: ``process_vm_readv``) skip the
-landing slots.  Each rank writes the checks that passed, the peers it may read and how many reads
-it made (``write_rank_result``).
+landing slots.  Each rank writes the checks that passed, the peers it may read, how many reads it
+made and its host name (``write_rank_result``).
 """
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -38,7 +39,8 @@ async def main(comm: aiorma.Comm) -> None:
     passed = await run_checks(comm, [*QUICK, "bcast_large"])
     endpoint = comm.world.endpoint
     readable = [peer for peer in range(comm.size) if endpoint.reads_memory_of(peer)]
-    write_rank_result(comm.rank, {"passed": passed, "readable": readable, "reads": READS[0]})
+    result = {"passed": passed, "readable": readable, "reads": READS[0], "host": socket.gethostname()}
+    write_rank_result(comm.rank, result)
 
 
 if __name__ == "__main__":
