@@ -92,7 +92,7 @@ def interpret(
                     signals[(rank, peer)] = signals.get((rank, peer), 0) + 1
                 for send in current.sends:
                     queues.setdefault((rank, send.peer), deque()).append(
-                        (view(parts, send.part, send.blocks).copy(), send.combined)
+                        (view(parts, send.part, send.blocks).copy(), send.via_slots)
                     )
                 issued[rank] = True
                 moved = True
@@ -104,11 +104,11 @@ def interpret(
             for peer in current.waits:
                 signals[(peer, rank)] -= 1
             for r in current.receives:
-                incoming, combined = queues[(r.peer, rank)].popleft()  # type: ignore[misc]
+                incoming, via_slots = queues[(r.peer, rank)].popleft()  # type: ignore[misc]
                 assert isinstance(incoming, np.ndarray)
-                # Both ends must agree on how the landing carries it (a combined message never
-                # travels in one copy): the send says so where the receive combines.
-                assert combined == (r.into is not None), (rank, r, "send's combined flag")
+                # Both ends must agree on how the landing carries it: the send says via_slots
+                # exactly where the receive combines or says so itself.
+                assert via_slots == (r.into is not None or r.via_slots), (rank, r, "send's via_slots")
                 if r.into is None:
                     view(parts, r.part, r.blocks)[...] = incoming
                 else:
@@ -332,7 +332,7 @@ class QueueChannel:
         assert await self._queue(src, self.rank).get() == "signal"
 
     def send(
-        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+        self, dst: int, data: np.ndarray, part_of: int | None = None, via_slots: bool = False
     ) -> asyncio.Future[None]:
         return asyncio.ensure_future(self._later(self.rank, dst, data.copy()))
 
@@ -421,7 +421,7 @@ def test_exchange_runs_the_gather_family_as_the_interpreter_does(name: str, size
 def test_an_error_in_a_round_is_raised_once_the_round_has_finished() -> None:
     class Failing(QueueChannel):
         def send(
-            self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+            self, dst: int, data: np.ndarray, part_of: int | None = None, via_slots: bool = False
         ) -> asyncio.Future[None]:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             future.set_exception(RuntimeError("send failed"))

@@ -131,7 +131,7 @@ def test_a_send_finishes_only_once_the_receiver_has_copied() -> None:
 def test_only_messages_from_the_threshold_on_are_read_and_a_copy_is_one_read() -> None:
     """Below ``single_copy_bytes`` messages take the slots; from it on, a message copied into
     the receiver's buffer is one read of all of it, and one combined into an accumulator
-    (allreduce, reduce) still takes the slots."""
+    (allreduce, reduce) or gathered at a root still takes the slots."""
     config = LandingConfig(slot_bytes=1024, slots_per_peer=4, single_copy_bytes=2048)
     network = ReadingNetwork(2, everyone)
 
@@ -146,12 +146,26 @@ def test_only_messages_from_the_threshold_on_are_read_and_a_copy_is_one_read() -
         await comm.allreduce(np.full(1024, comm.rank + 1.0), out)
         assert (out == 3.0).all()
         await comm.reduce(np.full(1024, comm.rank + 1.0), out if comm.rank == 0 else None, root=0)
+        gathered = np.zeros(2048) if comm.rank == 0 else None
+        for algorithm in ("direct", "binomial"):
+            await comm.gather(np.full(1024, comm.rank + 1.0), gathered, 0, algorithm=algorithm)
+            if gathered is not None:
+                assert (gathered == np.repeat([1.0, 2.0], 1024)).all()
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(landing, "DEFAULT_CONFIG", config)
         run_on(network, main)
     assert network.endpoints[1].reads == [(0, 8192)]
     assert network.endpoints[0].reads == []
+
+
+def test_single_copy_threshold_is_lower_where_ranks_share_cores() -> None:
+    config = LandingConfig()
+    assert config.resolve_single_copy(2, 2) == 2 << 20
+    assert config.resolve_single_copy(4, 2) == 512 << 10
+    assert LandingConfig(single_copy_bytes=1024).resolve_single_copy(8, 2) == 1024
+    assert LandingConfig(single_copy_bytes=0).resolve_single_copy(8, 2) == 0
+    assert LandingConfig(single_copy_bytes_shared_cores=0).resolve_single_copy(8, 2) == 2 << 20
 
 
 def test_process_memory_reader_copies_and_refuses_clearly() -> None:

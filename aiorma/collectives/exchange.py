@@ -63,7 +63,7 @@ class Channel(Protocol):
     def wait_signal(self, src: int) -> Awaitable[None]: ...
 
     def send(
-        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+        self, dst: int, data: np.ndarray, part_of: int | None = None, via_slots: bool = False
     ) -> Awaitable[None]: ...
 
     def recv_with(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]: ...
@@ -78,14 +78,14 @@ Blocks = tuple[int, int] | None
 
 @attrs.frozen
 class Send:
-    """Send buffer ``part`` (or only its ``blocks``) to global rank ``peer``; ``combined``: the
-    peer combines it (its :class:`Receive` has ``into``), so it never travels in one copy
-    (``Landing.send``)."""
+    """Send buffer ``part`` (or only its ``blocks``) to global rank ``peer``; ``via_slots``: through
+    the landing slots even where it could travel in one copy (``Landing.send``) — set exactly
+    where the peer's :class:`Receive` combines (``into``) or says ``via_slots``."""
 
     peer: int
     part: int
     blocks: Blocks = None
-    combined: bool = False
+    via_slots: bool = False
 
 
 def _copies_only(receive: Receive, _attribute: object, blocks: Blocks) -> None:
@@ -107,6 +107,11 @@ class Receive:
     incoming_higher: bool = False
     forward: tuple[int, ...] = ()
     blocks: Blocks = attrs.field(default=None, validator=_copies_only)
+    #: Take it from the landing slots even where it could travel in one copy (a gather's root,
+    #: which takes many messages at once: senders filling slots in parallel beat the root reading
+    #: each sender in turn); the matching :class:`Send` says so too.  A receive that combines
+    #: always takes the slots.
+    via_slots: bool = False
 
 
 @attrs.frozen
@@ -246,16 +251,28 @@ def _bind_round(
         elif r.forward:
             forwards = []
             consume = _forwarder(ch, into, r.forward, forwards)
+        elif r.via_slots:
+            consume = _slot_copier(into)
         else:
             consume = _copier(into)
         receives.append((r.peer, int(into.size), consume, forwards))
     copies = [(view(c.target, c.target_blocks), view(c.source, c.source_blocks)) for c in step.copies]
-    sends = [(s.peer, view(s.part, s.blocks), s.combined) for s in step.sends]
+    sends = [(s.peer, view(s.part, s.blocks), s.via_slots) for s in step.sends]
     return _BoundRound(copies, step.signals, sends, step.waits, receives)
 
 
 def _copier(out: np.ndarray) -> Consume:
     return Into(out)
+
+
+def _slot_copier(out: np.ndarray) -> Consume:
+    """A copy out of the slots that is not an :class:`~.landing.Into`: the landing then never
+    takes the message in one copy."""
+
+    def copy(slot: np.ndarray, lo: int, hi: int) -> None:
+        copy_bytes(out[lo:hi], slot)
+
+    return copy
 
 
 def _forwarder(
@@ -346,8 +363,8 @@ class Exchange(Coroutine[Any, Any, None]):
             for peer in step.signals:
                 ch.signal(peer)
             issued: list[Awaitable[None]] = []
-            for peer, data, combined in step.sends:
-                issued.append(ch.send(peer, data, combined=combined))
+            for peer, data, via_slots in step.sends:
+                issued.append(ch.send(peer, data, via_slots=via_slots))
             for peer in step.waits:
                 issued.append(ch.wait_signal(peer))
             for peer, nbytes, consume, forwarded in step.receives:

@@ -71,9 +71,11 @@ chunk at once; the sender's send finishes when it sees that credit, and only the
 change.  One copy instead of two, and the copy through the slots crosses between cores twice
 (docs/benchmarks.md, *Large messages in one copy*).  MPI libraries move large on-node messages
 the same way.  Such a message is never split: a tree forwards it once it has all of it.  A
-message the receiver combines into its data (``send(..., combined=True)``, a reduction's) takes
-the slots: read out of the sender's process first, it cost more than combined straight from a
-slot.
+message sent with ``send(..., via_slots=True)`` takes the slots anyway: one the receiver combines
+into its data (a reduction's; read out of the sender's process first, it cost more than combined
+straight from a slot), and a gather's (the root takes many at once: senders filling slots in
+parallel beat the root reading each sender in turn).  The receiver then passes a consumer that
+is not an :class:`Into`.
 
 A long-lived passive epoch costs the engine O(1) per RMA call (it keeps a per-target issue
 sequence number, not a record of the calls), so one epoch serves the Comm's whole life.
@@ -83,6 +85,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -141,6 +144,10 @@ class LandingConfig:
     #: in the module docstring).  0: never.  Measured on the MPI transport, 2 ranks
     #: (docs/benchmarks.md, *Large messages in one copy*).
     single_copy_bytes: int = 2 << 20
+    #: The threshold instead (when lower) on a node with more ranks than cores, where every
+    #: hand-off of the slot path waits for the other rank to be scheduled: measured at 4 ranks on
+    #: 2 cores, 1 MiB messages in one copy took 0.5-0.9 x the time of the slots' (same section).
+    single_copy_bytes_shared_cores: int = 512 << 10
 
     def resolve(self, size: int) -> tuple[int, int]:
         """(slot bytes S, slots per peer K) for a Comm of ``size`` ranks."""
@@ -160,6 +167,17 @@ class LandingConfig:
         if slot < 16 or slot & (slot - 1):
             raise ValueError(f"slot size must be a power of two >= 16 bytes, not {slot}")
         return slot, slots
+
+    def resolve_single_copy(self, ranks_on_node: int, cores: int) -> int:
+        """The single-copy threshold (0: off) for a rank whose node runs ``ranks_on_node`` ranks
+        on ``cores`` cores.  Both are the same for every rank of a node (host names, the
+        machine's CPU count — not a process's affinity), so the two ends of a pair, which share
+        a node, agree."""
+        if self.single_copy_bytes <= 0:
+            return 0
+        if ranks_on_node > cores and self.single_copy_bytes_shared_cores > 0:
+            return min(self.single_copy_bytes, self.single_copy_bytes_shared_cores)
+        return self.single_copy_bytes
 
     def resolve_ll(self, size: int) -> tuple[int, int]:
         """(largest LL message in bytes, LL slots per peer) for a Comm of ``size`` ranks; (0, 0)
@@ -286,7 +304,9 @@ class Landing:
             notify=True,
             peers_write_control=False,
         )
-        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, config.single_copy_bytes)
+        on_node = getattr(world.endpoint, "ranks_on_node", 1)
+        single_copy = config.resolve_single_copy(on_node, os.cpu_count() or 1)
+        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, single_copy)
         await landing._flags.opened
         await landing._data.opened
         await landing._ll.opened
@@ -341,7 +361,7 @@ class Landing:
         return -(-ordinal // span) * span
 
     def send(
-        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+        self, dst: int, data: np.ndarray, part_of: int | None = None, via_slots: bool = False
     ) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8, contiguous) to ``dst``, which must receive
         exactly as many bytes from us at the same point of the same collective.  The numbering is
@@ -354,9 +374,10 @@ class Landing:
         of ``part_of`` bytes, forwarded as it arrives (``dst`` receives the whole message at
         once).  The message's size, not the chunk's, decides whether it travels as an LL message.
 
-        ``combined``: ``dst`` combines the message into its data (``recv_reduce``) rather than
-        copying it, so it takes the slots even where it could travel in one copy — combining
-        straight from a slot costs less than reading the message out of our process first
+        ``via_slots``: the message takes the slots even where it could travel in one copy, because
+        ``dst`` receives it with a consumer that is not an :class:`Into` — it combines it
+        (``recv_reduce``: combining straight from a slot costs less than reading the message out
+        of our process first), or it is a gather's root, taking many messages at once
         (docs/benchmarks.md, *Large messages in one copy*)."""
         nbytes = int(data.size)
         if nbytes == 0:
@@ -364,7 +385,7 @@ class Landing:
         message = nbytes if part_of is None else part_of
         if message <= self.ll_bytes:
             return self._send_ll(dst, data)
-        if not combined and self.single_copy(dst, message):
+        if not via_slots and self.single_copy(dst, message):
             if nbytes != message:
                 raise ValueError(
                     f"a message of {message} bytes to rank {dst} is read in one copy: "
@@ -463,8 +484,8 @@ class Landing:
         """Receive ``nbytes`` from ``src``, handing each chunk to ``consume(slot, lo, hi)`` (the
         chunk's bytes and its byte range in the message) while it is still in the slot.  An
         :class:`Into` consumer of a single-copy message gets the bytes copied straight into its
-        target instead (then only its ``landed`` is called); any other consumer combines, and
-        its sender sent ``combined``: through the slots."""
+        target instead (then only its ``landed`` is called); any other consumer takes the slots,
+        and its sender sent ``via_slots``."""
         if nbytes == 0:
             return self._done
         if nbytes <= self.ll_bytes:

@@ -43,7 +43,7 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
         partner = group[me + 1]
         return Program(
             name,
-            (Round(sends=(Send(partner, SOURCE, combined=True),)), Round(receives=(Receive(partner, OUT),))),
+            (Round(sends=(Send(partner, SOURCE, via_slots=True),)), Round(receives=(Receive(partner, OUT),))),
         )
     new = me // 2 if me < 2 * rem else me - rem
 
@@ -72,7 +72,7 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
         target = other(current, left)
         rounds.append(
             Round(
-                sends=(Send(group[partner], current, combined=True),),
+                sends=(Send(group[partner], current, via_slots=True),),
                 receives=(Receive(group[partner], current, into=target, incoming_higher=partner > me),),
             )
         )
@@ -113,7 +113,7 @@ def binomial_reduce_program(group: Sequence[int], rank: int, root: int, commutat
         rounds.append(Round(receives=(Receive(child, current, into=partial, incoming_higher=True),)))
         current = partial
     if parent is not None:
-        rounds.append(Round(sends=(Send(parent, current, combined=True),)))
+        rounds.append(Round(sends=(Send(parent, current, via_slots=True),)))
     if not commutative and root != 0:
         if me == 0:
             rounds.append(Round(sends=(Send(group[root], current),)))
@@ -131,8 +131,10 @@ def direct_gather_program(group: Sequence[int], rank: int, root: int) -> Program
     me = group.index(rank)
     name = "gather:direct"
     if me != root:
-        return Program(name, (Round(sends=(Send(group[root], SOURCE),)),), result=SOURCE)
-    receives = tuple(Receive(group[i], OUT, blocks=(i, 1)) for i in range(len(group)) if i != root)
+        return Program(name, (Round(sends=(Send(group[root], SOURCE, via_slots=True),)),), result=SOURCE)
+    receives = tuple(
+        Receive(group[i], OUT, blocks=(i, 1), via_slots=True) for i in range(len(group)) if i != root
+    )
     return Program(name, (Round(copies=(Copy(SOURCE, None, OUT, (root, 1)),), receives=receives),))
 
 
@@ -148,13 +150,13 @@ def binomial_gather_program(group: Sequence[int], rank: int, root: int) -> Progr
     span = binomial_subtree(v, size)
     work = OUT if v == 0 and root == 0 else SCRATCH
     receives = tuple(
-        Receive(group[(c + root) % size], work, blocks=(c - v, binomial_subtree(c, size)))
+        Receive(group[(c + root) % size], work, blocks=(c - v, binomial_subtree(c, size)), via_slots=True)
         for c in knomial_children(v, size, 2)
     )
     rounds = [Round(copies=(Copy(SOURCE, None, work, (0, 1)),), receives=receives)]
     parent = knomial_parent(v, 2)
     if parent is not None:
-        rounds.append(Round(sends=(Send(group[(parent + root) % size], work, (0, span)),)))
+        rounds.append(Round(sends=(Send(group[(parent + root) % size], work, (0, span), via_slots=True),)))
     elif work == SCRATCH:  # relative order back to absolute
         head = size - root
         rotate = (Copy(SCRATCH, (0, head), OUT, (root, head)), Copy(SCRATCH, (head, root), OUT, (0, root)))

@@ -59,7 +59,7 @@ async def binomial_reduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[
         for child in children:
             await ch.recv_reduce(child, part, op, incoming_higher=True)
         if parent is not None:
-            sends.append(ch.send(parent, _bytes(part), combined=True))
+            sends.append(ch.send(parent, _bytes(part), via_slots=True))
     await await_all(sends)
     if ordered and root != 0:
         if me == 0:
@@ -118,7 +118,7 @@ async def direct_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence
     sources = [(me - s) % size for s in range(1, size)]
     # Only block ``me`` is written in this phase, and it is never sent in it.
     await await_all(
-        [ch.send(group[j], _bytes(block(j)), combined=True) for j in peers]
+        [ch.send(group[j], _bytes(block(j)), via_slots=True) for j in peers]
         + [ch.recv_reduce(group[i], block(me), op, incoming_higher=i > me) for i in sources]
     )
     await await_all(
@@ -166,7 +166,7 @@ async def _ring_reduce_scatter(
         incoming = acc[offsets[in_block] : offsets[in_block] + counts[in_block]]
         await await_all(
             [
-                ch.send(right, _bytes(outgoing), combined=True),
+                ch.send(right, _bytes(outgoing), via_slots=True),
                 ch.recv_reduce(left, incoming, op, incoming_higher=True),
             ]
         )

@@ -219,7 +219,7 @@ class LiteLanding:
         return 1 if nbytes else 0
 
     def send(
-        self, dst: int, data: np.ndarray, part_of: int | None = None, combined: bool = False
+        self, dst: int, data: np.ndarray, part_of: int | None = None, via_slots: bool = False
     ) -> Awaitable[None]:
         """Send the bytes of ``data`` (1-D uint8) to ``dst``; the awaitable finishes at local
         completion of the flag put (``data`` may then be reused).  ``part_of`` is the real
