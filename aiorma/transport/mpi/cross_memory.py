@@ -4,9 +4,10 @@
 made by the kernel, of memory the other process never had to expose.  MPI libraries move large
 messages between ranks of one node this way (MPICH's CMA protocol); aiorma's collectives do for
 large messages (:mod:`aiorma.collectives.landing`), where the alternative is two copies through
-a shared landing slot, each of which crosses between cores: on this project's VM a 1 MiB copy
-into memory the other core had just read ran at 3 GB/s and the copy out at 7 GB/s, against
-6-8 GB/s for one ``process_vm_readv`` (docs/benchmarks.md, *Large messages in one copy*).
+a shared landing slot, each of which crosses between cores — 3-22 GB/s each on this project's VM,
+depending on its phase, against 6-8 GB/s for one ``process_vm_readv``; with the slot path's
+hand-offs, one copy took 0.33-0.79 x the time at 4 MiB in either phase (docs/benchmarks.md,
+*Large messages in one copy*).
 
 The kernel allows it where ``ptrace`` would be allowed (same user, and Yama's ``ptrace_scope``
 0, or a container without the capability may refuse it), and only within one PID namespace.  So
