@@ -110,6 +110,7 @@ DATA_WIN_ID = 0xFFFF_FF01
 LL_WIN_ID = 0xFFFF_FF02
 
 _PIPELINE_BYTES = 64 << 10  # chunks from this size on are flagged one at a time
+_WHERE_BYTES = 16  # a single-copy message's chunk: the address and size of the message
 
 Consume = Callable[[np.ndarray, int, int], None]
 
@@ -492,6 +493,10 @@ class Landing:
             return self._recv_ll(src, nbytes, consume)
         if isinstance(consume, Into) and self.single_copy(src, nbytes):
             return self._recv_reference(src, nbytes, consume)
+        return self._recv_slots(src, nbytes, consume)
+
+    def _recv_slots(self, src: int, nbytes: int, consume: Consume) -> Awaitable[None]:
+        """:meth:`recv_with` through the data slots."""
         span = self.span(nbytes)
         count = self.chunks(nbytes, span)
         first = self._aligned(self._chunks_expected[src], span)
@@ -613,7 +618,7 @@ class Landing:
         awaitable finishes once ``dst`` has copied the bytes out — it raises our credit past that
         chunk at once — so ``data`` stays referenced, and unchanged, until then."""
         where = np.array([data.ctypes.data, data.size], dtype=np.int64).view(np.uint8)
-        sent = self._send_slots(dst, where, where.size)
+        sent = self._send_slots(dst, where, _WHERE_BYTES)
         read = self._chunks_sent[dst]  # the descriptor's ordinal + 1
         if isinstance(sent, asyncio.Future) and sent.done() and sent.exception() is None:
             copied = self.watcher.wait(self.CREDIT + dst, read)
@@ -628,37 +633,22 @@ class Landing:
         del data  # referenced until here (this frame holds it): dst reads it
 
     def _recv_reference(self, src: int, nbytes: int, consume: Into) -> Awaitable[None]:
-        """Receive a single-copy message: wait for the chunk saying where it is, copy it out of
-        ``src``'s memory, then raise ``src``'s credit past that chunk (the sender waits for it).
-        Inside the call when the chunk has landed and nothing earlier from ``src`` is pending."""
-        ordinal = self._chunks_expected[src]
-        self._chunks_expected[src] = ordinal + 1
-        if self._flag_mem[self.DATA + src] > ordinal and self._recv_tail[src].done():
-            self._copy_reference(src, ordinal, nbytes, consume)
-            return self._done
-        before, self._recv_tail[src] = self._recv_tail[src], self._loop.create_future()
-        return self._recv_reference_later(src, nbytes, consume, ordinal, before, self._recv_tail[src])
+        """Receive a single-copy message: take the chunk saying where it is through the slots
+        (inside the call when it has landed and nothing earlier from ``src`` is pending), copy
+        the message out of ``src``'s memory, then raise ``src``'s credit past that chunk at once
+        (the sender waits for it; the slots' every-``K`` rule would hold it up)."""
+        ordinal = self._chunks_expected[src]  # the chunk's (one slot: nothing to skip)
 
-    async def _recv_reference_later(
-        self,
-        src: int,
-        nbytes: int,
-        consume: Into,
-        ordinal: int,
-        before: asyncio.Future[None],
-        done: asyncio.Future[None],
-    ) -> None:
-        try:
-            if not before.done():
-                await asyncio.wait([before])
-            await self.watcher.wait(self.DATA + src, ordinal + 1)
-            self._copy_reference(src, ordinal, nbytes, consume)
-        finally:
-            done.set_result(None)
+        def take(slot: np.ndarray, _lo: int, _hi: int) -> None:
+            self._copy_reference(src, slot, nbytes, consume)
+            self._credit_written[src] = ordinal + 1
+            self._raise_flag(src, self.CREDIT + self.rank, ordinal + 1)
 
-    def _copy_reference(self, src: int, ordinal: int, nbytes: int, consume: Into) -> None:
-        start = (src * self.slots + ordinal % self.slots) * self.slot_bytes
-        address, size = (int(word) for word in self._data_mem[start : start + 16].view(np.int64))
+        return self._recv_slots(src, _WHERE_BYTES, take)
+
+    def _copy_reference(self, src: int, where: np.ndarray, nbytes: int, consume: Into) -> None:
+        """Copy the message ``where`` (the chunk's bytes) points at out of ``src``'s memory."""
+        address, size = (int(word) for word in where.view(np.int64))
         if size != nbytes:
             raise RmaUsageError(
                 f"rank {src} sent a message of {size} bytes where this rank receives {nbytes}: "
@@ -675,8 +665,6 @@ class Landing:
                 hi = min(nbytes, lo + piece)
                 read(src, address + lo, target[lo:hi])
                 landed(lo, hi)
-        self._credit_written[src] = ordinal + 1
-        self._raise_flag(src, self.CREDIT + self.rank, ordinal + 1)
 
     # ------------------------------------------------------------------ LL messages
 
