@@ -9,9 +9,8 @@ depending on its phase, against 6-8 GB/s for one ``process_vm_readv``; with the 
 hand-offs, one copy took 0.33-0.79 x the time at 4 MiB in either phase (docs/benchmarks.md,
 *Large messages in one copy*).
 
-The kernel allows it where ``ptrace`` would be allowed (same user, and Yama's ``ptrace_scope``
-0, or a container without the capability may refuse it), and only within one PID namespace.  So
-nothing is assumed: :func:`probe` has every rank read a known word out of each peer on its host
+The kernel allows it where ``ptrace`` would be allowed — the same user, Yama's ``ptrace_scope``
+at 0, one PID namespace; a container may refuse it altogether.  So nothing is assumed: :func:`probe` has every rank read a known word out of each peer on its host
 and the ranks agree, pair by pair, where it worked both ways.
 """
 
