@@ -8,8 +8,10 @@ between processes; between two emulated nodes never)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +25,7 @@ from aiorma.runtime import run_ranks
 from aiorma.transport.local import LocalEndpoint, LocalNetwork
 from aiorma.transport.mpi.cross_memory import ProcessMemoryReader
 
-from .mpi_harness import REPO_ROOT, run_mpi_json
+from .mpi_harness import REPO_ROOT, RESULTS_DIR, launch_mpi, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
 
 Readable = Callable[[int, int], bool]
@@ -206,3 +208,24 @@ def test_battery_in_one_copy_under_mpiexec(nodes: int) -> None:
             assert bool(result["reads"]) == bool(result["readable"]), result
     if nodes == 2 and mpiexec_library(locate_mpiexec() or "mpiexec") == MPICH:
         assert all(result["readable"] == [] for result in ranks), ranks
+
+
+KILLED = REPO_ROOT / "tests" / "mpi_scripts" / "single_copy_killed.py"
+# The shell keeps the rank's place in the job after python dies (tests/test_liveness_mpi.py).
+OUTLIVE = ["sh", "-c", '"$@"; sleep 8', "rank"]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_a_read_out_of_a_killed_rank_fails_with_peer_failed(tmp_path: Path) -> None:
+    """Rank 1 sends a 4 MiB bcast's address and is killed; rank 0, reading it afterwards, fails
+    with PeerFailed naming rank 1 — the read itself tells it (the liveness ring is off) — and
+    leaves ``connect``."""
+    env = {RESULTS_DIR: str(tmp_path), "AIORMA_LIVENESS": "0"}
+    outcome = launch_mpi(KILLED, 2, timeout=90, env=env, wrapper=OUTLIVE)
+    results = {r: json.loads(p.read_text()) for r in range(2) if (p := tmp_path / f"rank{r}.json").exists()}
+    assert results[1]["done"] is False, (results, outcome.describe())  # it waits for the read
+    got = results[0]
+    assert got.get("error") == "PeerFailed" and got.get("rank") == 1, (results, outcome.describe())
+    assert "process_vm_readv" in got["cause"], got
+    assert got["left_at"] - results[1]["killed_at"] < 30, got

@@ -10,8 +10,9 @@ hand-offs, one copy took 0.33-0.79 x the time at 4 MiB in either phase (docs/ben
 *Large messages in one copy*).
 
 The kernel allows it where ``ptrace`` would be allowed — the same user, Yama's ``ptrace_scope``
-at 0, one PID namespace; a container may refuse it altogether.  So nothing is assumed: :func:`probe` has every rank read a known word out of each peer on its host
-and the ranks agree, pair by pair, where it worked both ways.
+at 0, one PID namespace; a container may refuse it altogether.  So nothing is assumed:
+:func:`probe` has every rank read a known word out of each peer on its host and the ranks agree,
+pair by pair, where it worked both ways.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from ...errors import TransportError
 
 class _Iovec(ctypes.Structure):
     _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+class ReadFailed(TransportError):
+    """A read out of another process failed; ``errno`` says why (``ESRCH``: the process is gone)."""
+
+    def __init__(self, message: str, errno: int) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class ProcessMemoryReader:
@@ -48,7 +57,7 @@ class ProcessMemoryReader:
 
     def read(self, pid: int, address: int, out: np.ndarray) -> None:
         """Copy ``out.nbytes`` bytes at ``address`` in process ``pid`` into ``out`` (contiguous).
-        Raises :class:`TransportError` when the kernel refuses or copies less (the process left,
+        Raises :class:`ReadFailed` when the kernel refuses or copies less (the process left,
         or the address is not mapped there)."""
         nbytes = int(out.nbytes)
         local, remote = self._local, self._remote
@@ -59,10 +68,11 @@ class ProcessMemoryReader:
             # The kernel may stop short (a partial read between pages); go on from there.
             got = self._readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
             if got <= 0:
-                error = ctypes.get_errno()
-                raise TransportError(
+                error = ctypes.get_errno() if got < 0 else 0
+                raise ReadFailed(
                     f"process_vm_readv of {nbytes} bytes from process {pid} failed after {done}: "
-                    f"{os.strerror(error) if got < 0 else 'nothing copied'}"
+                    f"{os.strerror(error) if error else 'nothing copied'}",
+                    error,
                 )
             done += got
             local.iov_base, local.iov_len = out.ctypes.data + done, nbytes - done

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +44,7 @@ from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
 from .cpu_atomics import SEQ_CST, CpuAtomics
 from .cpu_atomics import load as load_cpu_atomics
+from .cross_memory import ReadFailed
 from .cross_memory import probe as probe_cross_memory
 from .datatypes import CONTROL_OPS, MPI_OPS
 from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
@@ -471,10 +473,17 @@ class MpiEndpoint:
         return self._readable[peer]
 
     def read_memory(self, peer: int, address: int, out: np.ndarray) -> None:
-        """``process_vm_readv`` from ``peer``'s process."""
+        """``process_vm_readv`` from ``peer``'s process; where that process is gone (killed or
+        crashed), ``peer`` is lost — reported to every rank — and the call raises
+        :class:`~aiorma.errors.PeerFailed` naming it, as a write into its memory would."""
         if not self._readable[peer] or self._memory_reader is None:
             raise TransportError(f"rank {self.rank} cannot read rank {peer}'s memory")
-        self._memory_reader.read(self._pids[peer], address, out)
+        try:
+            self._memory_reader.read(self._pids[peer], address, out)
+        except ReadFailed as error:
+            if error.errno == errno.ESRCH:
+                self._failed_towards(peer, error)
+            raise
 
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
         """:meth:`put_flushed` where :meth:`stores_words_whole`, each word written whole: into
