@@ -187,20 +187,23 @@ SINGLE_COPY_BATTERY = REPO_ROOT / "tests" / "mpi_scripts" / "single_copy_battery
 
 @pytest.mark.mpi
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("nodes", [1, 2], ids=["one_node", "two_emulated_nodes"])
-def test_battery_in_one_copy_under_mpiexec(nodes: int) -> None:
+@pytest.mark.parametrize(
+    ("nodes", "nprocs"), [(1, 3), (1, 5), (2, 3)], ids=["one_node", "one_node_5_ranks", "two_emulated_nodes"]
+)
+def test_battery_in_one_copy_under_mpiexec(nodes: int, nprocs: int) -> None:
     """The battery under mpiexec with messages from 1 KiB on read out of the sender's process
     (``process_vm_readv``): every check passes; on one node the ranks read each other, and no
     rank ever reads one on another (emulated) node — under MPICH's ``MPIR_CVAR_NOLOCAL``, which
     the emulation sets, not even one on its own node: every message takes the slots."""
     if nodes == 2 and (reason := emulation_unavailable()) is not None:
         pytest.skip(reason)
-    ranks = run_mpi_json(SINGLE_COPY_BATTERY, 3, "1024", timeout=360, emulate_nodes=nodes if nodes > 1 else 0)
+    emulate = nodes if nodes > 1 else 0
+    ranks = run_mpi_json(SINGLE_COPY_BATTERY, nprocs, "1024", timeout=360, emulate_nodes=emulate)
     hosts = [result["host"] for result in ranks]
     assert len(set(hosts)) == nodes, hosts
     for rank, result in enumerate(ranks):
         assert result["passed"] == BATTERY, result
-        same_host = [peer for peer in range(3) if peer != rank and hosts[peer] == hosts[rank]]
+        same_host = [peer for peer in range(nprocs) if peer != rank and hosts[peer] == hosts[rank]]
         if nodes == 1:
             assert result["readable"] == same_host and result["reads"] > 0, result
         else:
