@@ -133,8 +133,11 @@ def test_a_send_finishes_only_once_the_receiver_has_copied() -> None:
 def test_only_messages_from_the_threshold_on_are_read_and_a_copy_is_one_read() -> None:
     """Below ``single_copy_bytes`` messages take the slots; from it on, a message copied into
     the receiver's buffer is one read of all of it, and one combined into an accumulator
-    (allreduce, reduce) or gathered at a root still takes the slots."""
-    config = LandingConfig(slot_bytes=1024, slots_per_peer=4, single_copy_bytes=2048)
+    (allreduce, reduce) or gathered at a root still takes the slots, as does one above
+    ``single_copy_max_bytes`` (a read holds the event loop for the whole copy)."""
+    config = LandingConfig(
+        slot_bytes=1024, slots_per_peer=4, single_copy_bytes=2048, single_copy_max_bytes=16384
+    )
     network = ReadingNetwork(2, everyone)
 
     async def main(comm: aiorma.Comm) -> None:
@@ -144,6 +147,9 @@ def test_only_messages_from_the_threshold_on_are_read_and_a_copy_is_one_read() -
         buf = np.arange(1024.0) if comm.rank == 0 else np.zeros(1024)  # 8 KiB: above
         await comm.bcast(buf, 0, algorithm="binomial")
         assert (buf == np.arange(1024.0)).all()
+        large = np.arange(2049.0) if comm.rank == 0 else np.zeros(2049)  # above the upper bound
+        await comm.bcast(large, 0, algorithm="binomial")
+        assert (large == np.arange(2049.0)).all()
         out = np.zeros(1024)
         await comm.allreduce(np.full(1024, comm.rank + 1.0), out)
         assert (out == 3.0).all()

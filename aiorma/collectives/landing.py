@@ -64,7 +64,8 @@ K``).  Messages of at most one slot (``m = 1``) are exactly as above.
 
 **Large messages in one copy.**  Between ranks that can read each other's memory (one node,
 where the kernel allows cross-memory attach: ``Endpoint.reads_memory_of``), a message of at least
-``LandingConfig.single_copy_bytes`` skips the slots: the sender sends, as one ordinary chunk,
+``LandingConfig.single_copy_bytes`` (and at most ``single_copy_max_bytes``: one read holds the
+event loop for the whole copy) skips the slots: the sender sends, as one ordinary chunk,
 where the message is (its address and size); the receiver copies the bytes straight out of the
 sender's buffer into its own (``Endpoint.read_memory``) and raises the sender's credit past that
 chunk at once; the sender's send finishes when it sees that credit, and only then may its buffer
@@ -149,6 +150,11 @@ class LandingConfig:
     #: hand-off of the slot path waits for the other rank to be scheduled: measured at 4 ranks on
     #: 2 cores, 1 MiB messages in one copy took 0.5-0.9 x the time of the slots' (same section).
     single_copy_bytes_shared_cores: int = 512 << 10
+    #: Messages above this many bytes take the slots even so (0: no bound).  A message in one copy
+    #: is one ``process_vm_readv``, which holds the event loop for the whole copy (~1.3 ms for
+    #: 8 MiB here); the slots copy at most a wide chunk (4 MiB) per step and wait for the next
+    #: one's flag between steps, so the rank's other tasks and timers keep their turns.
+    single_copy_max_bytes: int = 8 << 20
 
     def resolve(self, size: int) -> tuple[int, int]:
         """(slot bytes S, slots per peer K) for a Comm of ``size`` ranks."""
@@ -222,6 +228,7 @@ class Landing:
         ll_bytes: int,
         ll_slots: int,
         single_copy_bytes: int = 0,
+        single_copy_max_bytes: int = 0,
     ) -> None:
         size = world.size
         self.rank = world.rank
@@ -251,6 +258,8 @@ class Landing:
         self._endpoint = world.endpoint
         self._readable = [world.endpoint.reads_memory_of(rank) for rank in range(size)]
         self.single_copy_bytes = max(int(single_copy_bytes), ll_bytes + 1) if single_copy_bytes > 0 else 0
+        #: Messages above this take the slots (0: no bound; LandingConfig.single_copy_max_bytes).
+        self.single_copy_max_bytes = max(0, int(single_copy_max_bytes))
         self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
         self.ll_watcher = SlotWatcher(ll.memory, world.driver.waiter)
         self._ll_mem = self.ll_watcher.memory  # the LL window's words as uint64
@@ -307,7 +316,8 @@ class Landing:
         )
         on_node = getattr(world.endpoint, "ranks_on_node", 1)
         single_copy = config.resolve_single_copy(on_node, os.cpu_count() or 1)
-        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, single_copy)
+        bound = config.single_copy_max_bytes
+        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, single_copy, bound)
         await landing._flags.opened
         await landing._data.opened
         await landing._ll.opened
@@ -611,6 +621,9 @@ class Landing:
         reads it out of the sender's buffer.  Both ends give the same answer (the transport's
         ``reads_memory_of`` is symmetric, the threshold the Comm's).  Such a message is sent
         whole: a tree forwards it once it has all of it."""
+        bound = self.single_copy_max_bytes
+        if bound and nbytes > bound:
+            return False
         return 0 < self.single_copy_bytes <= nbytes and self._readable[peer]
 
     def _send_reference(self, dst: int, data: np.ndarray) -> Awaitable[None]:
