@@ -246,3 +246,17 @@ def write_rank_result(rank: int, result: Any) -> None:
     """In a script run by :func:`run_mpi_json`: this rank's JSON-serialisable result."""
     path = Path(os.environ[RESULTS_DIR]) / f"rank{rank}.json"
     path.write_text(json.dumps(result))
+
+
+#: A launch wrapper: the shell keeps the rank's place in the job (and its PMI connection) for a
+#: while after python dies, so that the launcher does not end the job when a test kills a rank.
+OUTLIVE = ["sh", "-c", '"$@"; sleep 8', "rank"]
+
+
+def leave_after_a_death(rank: int, result: Any) -> None:
+    """In a script where a peer was killed: write this rank's result and end the process without
+    MPI_Finalize (finalizing with a dead rank is the MPI library's business, not the test's)."""
+    write_rank_result(rank, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -14,12 +14,10 @@ import pytest
 
 from aiorma.bench._launch import emulation_unavailable
 
-from .mpi_harness import RESULTS_DIR, launch_mpi
+from .mpi_harness import OUTLIVE, RESULTS_DIR, launch_mpi
 
 SCRIPT = Path(__file__).parent / "mpi_scripts" / "rank_killed.py"
 BOUND = 2.0  # seconds from the death to every survivor's PeerFailed (docs/semantics.md)
-# The shell keeps the rank's place in the job (and its PMI connection) after python dies.
-OUTLIVE = ["sh", "-c", '"$@"; sleep 8', "rank"]
 
 
 @pytest.mark.mpi

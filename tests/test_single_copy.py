@@ -25,7 +25,7 @@ from aiorma.runtime import run_ranks
 from aiorma.transport.local import LocalEndpoint, LocalNetwork
 from aiorma.transport.mpi.cross_memory import ProcessMemoryReader
 
-from .mpi_harness import REPO_ROOT, RESULTS_DIR, launch_mpi, run_mpi_json
+from .mpi_harness import OUTLIVE, REPO_ROOT, RESULTS_DIR, launch_mpi, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
 
 Readable = Callable[[int, int], bool]
@@ -220,8 +220,6 @@ def test_battery_in_one_copy_under_mpiexec(nodes: int, nprocs: int) -> None:
 
 
 KILLED = REPO_ROOT / "tests" / "mpi_scripts" / "single_copy_killed.py"
-# The shell keeps the rank's place in the job after python dies (tests/test_liveness_mpi.py).
-OUTLIVE = ["sh", "-c", '"$@"; sleep 8', "rank"]
 
 
 @pytest.mark.mpi

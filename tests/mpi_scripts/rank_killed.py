@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
 
 import aiorma
-from tests.mpi_harness import write_rank_result
+from tests.mpi_harness import leave_after_a_death, write_rank_result
 
 
 async def main() -> dict[str, object]:
@@ -53,8 +52,4 @@ async def main() -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    outcome = asyncio.run(main())
-    write_rank_result(MPI.COMM_WORLD.Get_rank(), outcome)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave_after_a_death(MPI.COMM_WORLD.Get_rank(), asyncio.run(main()))
