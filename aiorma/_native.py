@@ -14,6 +14,9 @@ Which one runs is decided once, when ``aiorma`` is imported and before any of :d
   ones beside it — an edited module is never shadowed by a stale extension;
 * compiled otherwise.
 
+The same decision covers :data:`C_EXTENSIONS`, small modules written in C whose Python fallback
+lives in the module that asks for them (:func:`compiled_extension`).
+
 This module uses the standard library only and imports nothing of aiorma: the build loads it by
 path, without importing the package whose extensions it is about to replace.
 """
@@ -45,6 +48,13 @@ MODULES: tuple[str, ...] = (
     "aiorma.engine.control",
 )
 
+#: Extensions written in C, by module name: their sources, relative to the package.  Built with
+#: the modules above, covered by the same record, and used on the same decision.
+C_EXTENSIONS: dict[str, str] = {
+    # The CPU's atomics on control words: ctypes' call costs more than the lock protocol's steps.
+    "aiorma.transport.mpi._cpu_atomics": "transport/mpi/_cpu_atomics.c",
+}
+
 #: mypyc's group name: the extensions share one library, ``aiorma/_engine__mypyc*.so``.
 GROUP = "aiorma._engine"
 
@@ -69,12 +79,17 @@ def source_path(module: str, package: Path = _PACKAGE) -> Path:
     return package.joinpath(*module.split(".")[1:]).with_suffix(".py")
 
 
-def sources_digest(package: Path = _PACKAGE, modules: Sequence[str] = MODULES) -> str:
-    """A digest of the sources of ``modules`` (names and bytes, in order)."""
+def sources_digest(
+    package: Path = _PACKAGE, modules: Sequence[str] = MODULES, extensions: Mapping[str, str] = C_EXTENSIONS
+) -> str:
+    """A digest of the sources of ``modules`` and ``extensions`` (names and bytes, in order)."""
     digest = hashlib.blake2b(digest_size=16)
     for module in modules:
         digest.update(module.encode() + b"\0")
         digest.update(source_path(module, package).read_bytes())
+    for module, source in extensions.items():
+        digest.update(module.encode() + b"\0")
+        digest.update(package.joinpath(source).read_bytes())
     return digest.hexdigest()
 
 
@@ -118,6 +133,17 @@ def choose(environ: Mapping[str, str] = os.environ) -> NativeStatus:
 
 #: This process's decision (set by :func:`choose`).
 status: NativeStatus | None = None
+
+
+def compiled_extension(name: str) -> ModuleType | None:
+    """The C extension ``name`` (one of :data:`C_EXTENSIONS`) when this process runs compiled and
+    the build left it, else None: the caller then uses its Python fallback."""
+    if not choose().compiled:
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def describe() -> str:

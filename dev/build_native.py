@@ -3,7 +3,8 @@
     .venv/bin/python dev/build_native.py [--force]
 
 Compiles the modules that ``aiorma/_native.py`` names into C extensions beside their sources
-(``aiorma/engine/*.so`` and the shared ``aiorma/_engine__mypyc*.so``) and records the digest of
+(``aiorma/engine/*.so`` and the shared ``aiorma/_engine__mypyc*.so``), and the extensions it
+names that are written in C (``aiorma/transport/mpi/_cpu_atomics*.so``), and records the digest of
 the sources it compiled (``aiorma/_native_build.json``): ``import aiorma`` uses the extensions
 only while the sources still match it.  Does nothing when the record already matches (unless
 ``--force``); otherwise it first removes what earlier builds left, including the extension of
@@ -48,6 +49,8 @@ def built_files() -> list[Path]:
     # built for a module since taken off the list would shadow its source (aiorma has no other
     # extensions).
     files += sorted(p for p in PACKAGE.rglob("*.*.so") if p.with_name(p.name.split(".")[0] + ".py").exists())
+    # The C extensions: beside their C sources.
+    files += sorted(p for p in PACKAGE.rglob("*.*.so") if p.with_name(p.name.split(".")[0] + ".c").exists())
     return [*files, PACKAGE / NATIVE.RECORD]
 
 
@@ -69,7 +72,7 @@ def build(force: bool) -> int:
     clean()
     try:
         from mypyc.build import mypycify
-        from setuptools import setup
+        from setuptools import Extension, setup
     except ImportError as exc:
         print(f"compiled engine: not built ({exc}); aiorma runs its engine from source")
         return 0
@@ -77,7 +80,15 @@ def build(force: bool) -> int:
         print("compiled engine: not built (no C compiler); aiorma runs its engine from source")
         return 0
     paths = [str(NATIVE.source_path(m, PACKAGE).relative_to(ROOT)) for m in NATIVE.MODULES]
-    print(f"compiled engine: building {len(paths)} modules with mypyc (about a minute) ...", flush=True)
+    c_extensions = [
+        Extension(name, [str((PACKAGE / source).relative_to(ROOT))], extra_compile_args=["-O2"])
+        for name, source in NATIVE.C_EXTENSIONS.items()
+    ]
+    print(
+        f"compiled engine: building {len(paths)} modules with mypyc and {len(c_extensions)} in C"
+        " (about a minute) ...",
+        flush=True,
+    )
     started = time.perf_counter()
     os.chdir(ROOT)  # mypy reads pyproject.toml's settings; module names follow the paths
     try:
@@ -90,7 +101,7 @@ def build(force: bool) -> int:
         )
         setup(
             name="aiorma-native",
-            ext_modules=extensions,
+            ext_modules=[*extensions, *c_extensions],
             script_args=["--quiet", "build_ext", "--inplace", "--build-temp", "build/native"],
         )
     except (Exception, SystemExit) as exc:  # a failed compile must not fail the set-up

@@ -1,16 +1,33 @@
-"""The CPU atomics the MPI transport uses for control words when every rank is on one node."""
+"""The CPU atomics the MPI transport uses for control words when every rank is on one node: both
+forms, the compiled one (where the build made it) and the one through ctypes (its fallback)."""
 
 from __future__ import annotations
 
+import json
+import mmap
+import multiprocessing
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from aiorma.transport.mpi.cpu_atomics import SEQ_CST, CpuAtomics, load
+from aiorma import _native
+from aiorma.transport.mpi.cpu_atomics import SEQ_CST, Atomics, CpuAtomics, load, load_compiled, load_library
 
-atomics = load()
-pytestmark = pytest.mark.skipif(atomics is None, reason="libatomic.so.1 is not installed here")
+from .mpi_harness import run_python
+
+FORMS = {"ctypes": load_library(), "compiled": load_compiled()}
+
+
+@pytest.fixture(params=sorted(FORMS))
+def atomics(request: pytest.FixtureRequest) -> Atomics:
+    form = FORMS[request.param]
+    if form is None:
+        if request.param == "compiled" and _native.choose().compiled:
+            pytest.fail("the build is in use but left no compiled atomics")
+        pytest.skip(f"no {request.param} atomics here")
+    return form
 
 
 def _word() -> tuple[np.ndarray, int]:
@@ -18,8 +35,7 @@ def _word() -> tuple[np.ndarray, int]:
     return words, words.ctypes.data + 8  # word 1: its neighbours must stay untouched
 
 
-def test_each_op_returns_the_old_value_and_leaves_the_neighbours() -> None:
-    assert isinstance(atomics, CpuAtomics)
+def test_each_op_returns_the_old_value_and_leaves_the_neighbours(atomics: Atomics) -> None:
     words, address = _word()
     assert atomics.fetch_add(address, 5, SEQ_CST) == 0
     assert atomics.fetch_add(address, -7, SEQ_CST) == 5
@@ -32,8 +48,7 @@ def test_each_op_returns_the_old_value_and_leaves_the_neighbours() -> None:
     assert words[[0, 2, 3]].tolist() == [0, 0, 0]
 
 
-def test_int64_edges_wrap_like_int64() -> None:
-    assert atomics is not None
+def test_int64_edges_wrap_like_int64(atomics: Atomics) -> None:
     words, address = _word()
     top = np.iinfo(np.int64).max
     atomics.exchange(address, top, SEQ_CST)
@@ -41,23 +56,29 @@ def test_int64_edges_wrap_like_int64() -> None:
     assert words[1] == np.iinfo(np.int64).min
     assert atomics.compare_exchange(address, int(words[1]), -1) == np.iinfo(np.int64).min
     assert words[1] == -1
+    assert atomics.exchange(address, 2**64 - 1, SEQ_CST) == -1  # taken modulo 2**64, as ctypes does
+    assert words[1] == -1
+
+
+def _add_and_increment(atomics: Atomics, address: int, adds: int) -> None:
+    for _ in range(adds):
+        atomics.fetch_add(address, 1, SEQ_CST)
+        old = atomics.compare_exchange(address, 0, 0)  # a read
+        while (seen := atomics.compare_exchange(address, old, old + 1)) != old:
+            old = seen
+        atomics.fetch_max(address, old)  # below the word by now: changes nothing
 
 
 def test_threads_racing_lose_no_update() -> None:
     """ctypes lets go of the interpreter lock during the call, so the threads' instructions really
     race: a load-then-store would lose updates here."""
-    assert atomics is not None
     words, address = _word()
     adds, threads = 20000, 4
 
     def add() -> None:
-        mine = load()  # one per thread: compare_exchange keeps its expected value in the object
+        mine = load_library()  # one per thread: compare_exchange keeps its expected value in the object
         assert mine is not None
-        for _ in range(adds):
-            mine.fetch_add(address, 1, SEQ_CST)
-            old = mine.compare_exchange(address, 0, 0)  # a read
-            while (seen := mine.compare_exchange(address, old, old + 1)) != old:
-                old = seen
+        _add_and_increment(mine, address, adds)
 
     workers = [threading.Thread(target=add) for _ in range(threads)]
     for worker in workers:
@@ -67,5 +88,51 @@ def test_threads_racing_lose_no_update() -> None:
     assert words[1] == 2 * adds * threads
 
 
+def _race_in_child(form: str, memory: mmap.mmap, adds: int) -> None:
+    atomics = load_library() if form == "ctypes" else load()
+    assert atomics is not None
+    address = np.frombuffer(memory, np.int64).ctypes.data + 8
+    _add_and_increment(atomics, address, adds)
+
+
+@pytest.mark.timeout(120)
+def test_processes_racing_on_shared_memory_lose_no_update(atomics: Atomics) -> None:
+    """Processes, as the ranks are: each form's instructions race on a word of memory every
+    process maps (the compiled form holds the interpreter lock, so only processes race it)."""
+    memory = mmap.mmap(-1, 64)  # shared with the forked children
+    form = next(name for name, value in FORMS.items() if value is atomics)
+    adds, processes = 20000, 2
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_race_in_child, args=(form, memory, adds)) for _ in range(processes)]
+    for child in children:
+        child.start()
+    _add_and_increment(atomics, np.frombuffer(memory, np.int64).ctypes.data + 8, adds)
+    for child in children:
+        child.join(100)
+        assert child.exitcode == 0
+    assert np.frombuffer(memory, np.int64)[1] == 2 * adds * (processes + 1)
+
+
 def test_a_missing_library_gives_none() -> None:
-    assert load("libno-such-atomics.so.9") is None
+    assert load_library("libno-such-atomics.so.9") is None
+
+
+def test_load_prefers_the_compiled_form() -> None:
+    expected = load_compiled() or load_library()
+    assert load() is expected or (isinstance(expected, CpuAtomics) and isinstance(load(), CpuAtomics))
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(180)
+def test_bench_atomics_mpi_tiny(tmp_path: Path) -> None:
+    """``python -m aiorma.bench atomics`` swaps the endpoint's form between batches and times
+    both (it needs both: the build and libatomic)."""
+    if None in FORMS.values():
+        pytest.skip("one form of the atomics is missing here: nothing to compare")
+    out = tmp_path / "atomics.json"
+    args = ["--iters", "20", "--repeats", "2", "--json", str(out)]
+    run_python("-m", "aiorma.bench", "atomics", *args, timeout=170)
+    summary = json.loads(out.read_text())["summary"]
+    assert set(summary) == {"lock/put/unlock", "transaction"}
+    for case in summary.values():
+        assert case["ctypes"] > 0 and case["compiled"] > 0 and case["ratio"] > 0

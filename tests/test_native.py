@@ -50,6 +50,9 @@ def _package_copy(tmp_path: Path) -> Path:
         copy = _native.source_path(module, package)
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, copy)
+    for source in _native.C_EXTENSIONS.values():
+        (package / source).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(_native.__file__).parent / source, package / source)
     return package
 
 

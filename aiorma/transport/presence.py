@@ -80,11 +80,11 @@ class PresenceBoard:
 
     def parked(self, rank: int) -> bool:
         """Peer ``rank`` said it is parked (or left): a ring would wake it."""
-        return bool(self._words[rank])
+        return self._words.item(rank) != 0
 
     def has_left(self, rank: int) -> bool:
         """Peer ``rank``'s word holds a departure notice."""
-        return bool(self._words[rank] >= _DEPARTED)
+        return self._words.item(rank) >= _DEPARTED  # (item: a Python int, 3 x faster than [rank])
 
     def departures(self) -> tuple[int, TransportError | None] | None:
         """Look at the words (a poll): when they show a departure not seen before, the rank

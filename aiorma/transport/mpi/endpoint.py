@@ -42,7 +42,7 @@ from ..busy_progress import BusyProgress
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
-from .cpu_atomics import SEQ_CST, CpuAtomics
+from .cpu_atomics import SEQ_CST, Atomics
 from .cpu_atomics import load as load_cpu_atomics
 from .cross_memory import ReadFailed
 from .cross_memory import probe as probe_cross_memory
@@ -92,7 +92,7 @@ class MpiEndpoint:
             # rank has them (aiorma.transport.mpi.cpu_atomics; off with AIORMA_INLINE=0).
             atomics = load_cpu_atomics() if settings.inline and all(self._passive) else None
             agreed = self._probe_comm.allreduce(atomics is not None, op=MPI.LAND)
-            self._atomics: CpuAtomics | None = atomics if agreed else None
+            self._atomics: Atomics | None = atomics if agreed else None
             # Peers on this host whose memory we may copy straight out of (large collective
             # messages in one copy: cross_memory).
             reader, self._pids, self._readable = probe_cross_memory(self._probe_comm, self._passive)
@@ -466,6 +466,20 @@ class MpiEndpoint:
         accumulates there.  Symmetric: host names are the same for every rank, and mpiexec gives
         every rank the same ``MPIR_CVAR_NOLOCAL``."""
         return self._passive[target] or target == self.rank
+
+    @property
+    def cpu_atomics(self) -> Atomics | None:
+        """The form of the CPU's atomics the control words use (compiled or through ctypes:
+        :mod:`~aiorma.transport.mpi.cpu_atomics`), None where they are MPI's."""
+        return self._atomics
+
+    @cpu_atomics.setter
+    def cpu_atomics(self, form: Atomics) -> None:
+        # Another form of the same instructions (bench atomics alternates them): never to or
+        # from MPI's atomics, which must not meet the CPU's on one word (see cpu_atomics).
+        if self._atomics is None or form is None:
+            raise ValueError("only a window's CPU atomics can be swapped, for another form of them")
+        self._atomics = form
 
     def reads_memory_of(self, peer: int) -> bool:
         """On this host, where the kernel lets both processes read each other
