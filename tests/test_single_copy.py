@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -72,19 +73,23 @@ def run_on(network: ReadingNetwork, main: Callable[..., object]) -> list[object]
 
 #: Slots of 64 bytes; every message longer than that is read out of the sender's buffer.
 TINY = LandingConfig(slot_bytes=64, slots_per_peer=4, single_copy_bytes=65)
+#: The same, read at most 128 bytes at a time (in slices, with the loop's turns between them).
+TINY_SLICED = attrs.evolve(TINY, single_copy_slice_bytes=128)
 BATTERY = [*QUICK, "bcast_large"]
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("size", [2, 3, 5])
 @pytest.mark.parametrize("readable", [everyone, same_parity], ids=["everyone", "same_parity"])
+@pytest.mark.parametrize("config", [TINY, TINY_SLICED], ids=["whole", "sliced"])
 def test_battery_with_large_messages_in_one_copy(
-    monkeypatch: pytest.MonkeyPatch, size: int, readable: Readable
+    monkeypatch: pytest.MonkeyPatch, size: int, readable: Readable, config: LandingConfig
 ) -> None:
     """Every check of the battery agrees with numpy when messages above 64 bytes are copied out
-    of the sender's buffer — and some were, only between ranks allowed to read each other (none
-    at 2 ranks of different parity: every message takes the slots)."""
-    monkeypatch.setattr(landing, "DEFAULT_CONFIG", TINY)
+    of the sender's buffer, in one read or in slices of 128 bytes — and some were, only between
+    ranks allowed to read each other (none at 2 ranks of different parity: every message takes
+    the slots)."""
+    monkeypatch.setattr(landing, "DEFAULT_CONFIG", config)
     network = ReadingNetwork(size, readable)
 
     async def main(comm: aiorma.Comm) -> list[str]:
@@ -165,6 +170,64 @@ def test_only_messages_from_the_threshold_on_are_read_and_a_copy_is_one_read() -
         run_on(network, main)
     assert network.endpoints[1].reads == [(0, 8192)]
     assert network.endpoints[0].reads == []
+
+
+@pytest.mark.timeout(60)
+def test_a_long_message_is_read_in_slices_the_loop_running_between_them() -> None:
+    """A 16 KiB bcast read 4 KiB at a time: four reads, the rank's other tasks run between two
+    of them (a read holds the event loop), and the root's send stays pending until the last one
+    (its buffer is read until then: the root overwrites it as soon as its send finishes) — also
+    where three one-slot messages before it left the receiver owing a credit report, which the
+    slots' every-K rule would otherwise send right after the chunk saying where the message is."""
+    config = LandingConfig(
+        slot_bytes=1024, slots_per_peer=4, single_copy_bytes=2048, single_copy_slice_bytes=4096
+    )
+    network = ReadingNetwork(2, everyone)
+    root_sends: list[aiorma.Request] = []
+    sender_done_at_reads: list[bool] = []
+    reads_seen_by_other_task: set[int] = set()
+    reader = network.endpoints[1]
+    read_memory = reader.read_memory
+
+    def read_and_look(peer: int, address: int, out: np.ndarray) -> None:
+        sender_done_at_reads.append(root_sends[0].done())
+        read_memory(peer, address, out)
+
+    reader.read_memory = read_and_look  # type: ignore[method-assign]
+
+    async def main(comm: aiorma.Comm) -> None:
+        data = np.arange(2048.0) if comm.rank == 0 else np.zeros(2048)
+        small = np.arange(200.0) if comm.rank == 0 else np.zeros(200)
+        await comm.barrier()
+        for _ in range(3):  # one slot each (1 KiB slots): the credit for them is still owed
+            await comm.bcast(np.zeros(100), 0, algorithm="binomial")
+        if comm.rank == 0:
+            root_sends.append(comm.bcast(data, 0, algorithm="binomial"))
+            await root_sends[0]
+            data[:] = -1.0  # ours again: the receiver must have copied all of it
+            await comm.bcast(small, 0, algorithm="binomial")
+            return
+        running = True
+
+        async def other_task() -> None:
+            while running:
+                reads_seen_by_other_task.add(len(reader.reads))
+                await asyncio.sleep(0)
+
+        watcher = asyncio.ensure_future(other_task())
+        await asyncio.sleep(0.01)  # the root's sends are out first
+        await comm.bcast(data, 0, algorithm="binomial")
+        await comm.bcast(small, 0, algorithm="binomial")
+        running = False
+        await watcher
+        assert (data == np.arange(2048.0)).all() and (small == np.arange(200.0)).all()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(landing, "DEFAULT_CONFIG", config)
+        run_on(network, main)
+    assert reader.reads == [(0, 4096)] * 4
+    assert sender_done_at_reads == [False] * 4
+    assert reads_seen_by_other_task & {1, 2, 3}, reads_seen_by_other_task
 
 
 def test_single_copy_threshold_is_lower_where_ranks_share_cores() -> None:

@@ -64,13 +64,15 @@ K``).  Messages of at most one slot (``m = 1``) are exactly as above.
 
 **Large messages in one copy.**  Between ranks that can read each other's memory (one node,
 where the kernel allows cross-memory attach: ``Endpoint.reads_memory_of``), a message of at least
-``LandingConfig.single_copy_bytes`` (and at most ``single_copy_max_bytes``: one read holds the
-event loop for the whole copy) skips the slots: the sender sends, as one ordinary chunk,
+``LandingConfig.single_copy_bytes`` skips the slots: the sender sends, as one ordinary chunk,
 where the message is (its address and size); the receiver copies the bytes straight out of the
-sender's buffer into its own (``Endpoint.read_memory``) and raises the sender's credit past that
-chunk at once; the sender's send finishes when it sees that credit, and only then may its buffer
-change.  One copy instead of two, and the copy through the slots crosses between cores twice
-(docs/benchmarks.md, *Large messages in one copy*).  MPI libraries move large on-node messages
+sender's buffer into its own (``Endpoint.read_memory``, at most ``single_copy_slice_bytes`` per
+read, the event loop getting a turn between two reads: a read holds it for the whole copy) and
+raises the sender's credit past that chunk once the copy is done — nothing later from that
+sender is taken before, since a later chunk's credit would free the buffer as well; the
+sender's send finishes when it sees that credit, and only then may its buffer change.  One copy
+instead of two, and the copy through the slots crosses between cores twice (docs/benchmarks.md,
+*Large messages in one copy*).  MPI libraries move large on-node messages
 the same way.  Such a message is never split: a tree forwards it once it has all of it.  A
 message sent with ``send(..., via_slots=True)`` takes the slots anyway: one the receiver combines
 into its data (a reduction's; read out of the sender's process first, it cost more than combined
@@ -150,11 +152,13 @@ class LandingConfig:
     #: hand-off of the slot path waits for the other rank to be scheduled: measured at 4 ranks on
     #: 2 cores, 1 MiB messages in one copy took 0.5-0.9 x the time of the slots' (same section).
     single_copy_bytes_shared_cores: int = 512 << 10
-    #: Messages above this many bytes take the slots even so (0: no bound).  A message in one copy
-    #: is one ``process_vm_readv``, which holds the event loop for the whole copy (~1.3 ms for
-    #: 8 MiB here); the slots copy at most a wide chunk (4 MiB) per step and wait for the next
-    #: one's flag between steps, so the rank's other tasks and timers keep their turns.
-    single_copy_max_bytes: int = 8 << 20
+    #: Messages above this many bytes take the slots even so (0: no bound).
+    single_copy_max_bytes: int = 0
+    #: A message in one copy is read at most this many bytes at a time (0: all at once), the event
+    #: loop getting a turn between two reads: a read holds the loop for the whole copy (~0.65 ms
+    #: for 4 MiB here), and the rank's other tasks and timers must keep their turns — as the
+    #: slots copy at most a wide chunk (4 MiB) per step.
+    single_copy_slice_bytes: int = 4 << 20
 
     def resolve(self, size: int) -> tuple[int, int]:
         """(slot bytes S, slots per peer K) for a Comm of ``size`` ranks."""
@@ -229,6 +233,7 @@ class Landing:
         ll_slots: int,
         single_copy_bytes: int = 0,
         single_copy_max_bytes: int = 0,
+        single_copy_slice_bytes: int = 0,
     ) -> None:
         size = world.size
         self.rank = world.rank
@@ -260,6 +265,8 @@ class Landing:
         self.single_copy_bytes = max(int(single_copy_bytes), ll_bytes + 1) if single_copy_bytes > 0 else 0
         #: Messages above this take the slots (0: no bound; LandingConfig.single_copy_max_bytes).
         self.single_copy_max_bytes = max(0, int(single_copy_max_bytes))
+        #: At most this many bytes per read of such a message (0: one read; see LandingConfig).
+        self.single_copy_slice_bytes = max(0, int(single_copy_slice_bytes))
         self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
         self.ll_watcher = SlotWatcher(ll.memory, world.driver.waiter)
         self._ll_mem = self.ll_watcher.memory  # the LL window's words as uint64
@@ -316,8 +323,19 @@ class Landing:
         )
         on_node = getattr(world.endpoint, "ranks_on_node", 1)
         single_copy = config.resolve_single_copy(on_node, os.cpu_count() or 1)
-        bound = config.single_copy_max_bytes
-        landing = cls(world, flags, data, slot_bytes, slots, ll, ll_bytes, ll_slots, single_copy, bound)
+        landing = cls(
+            world,
+            flags,
+            data,
+            slot_bytes,
+            slots,
+            ll,
+            ll_bytes,
+            ll_slots,
+            single_copy,
+            config.single_copy_max_bytes,
+            config.single_copy_slice_bytes,
+        )
         await landing._flags.opened
         await landing._data.opened
         await landing._ll.opened
@@ -649,35 +667,83 @@ class Landing:
         """Receive a single-copy message: take the chunk saying where it is through the slots
         (inside the call when it has landed and nothing earlier from ``src`` is pending), copy
         the message out of ``src``'s memory, then raise ``src``'s credit past that chunk at once
-        (the sender waits for it; the slots' every-``K`` rule would hold it up)."""
+        (the sender waits for it; the slots' every-``K`` rule would hold it up).  A message
+        longer than one slice is copied slice by slice, with a turn of the event loop between
+        two (:meth:`_copy_in_slices`)."""
         ordinal = self._chunks_expected[src]  # the chunk's (one slot: nothing to skip)
+        if not 0 < self.single_copy_slice_bytes < nbytes:
 
-        def take(slot: np.ndarray, _lo: int, _hi: int) -> None:
-            self._copy_reference(src, slot, nbytes, consume)
+            def take(slot: np.ndarray, _lo: int, _hi: int) -> None:
+                self._copy_reference(src, self._address(src, slot, nbytes), 0, nbytes, nbytes, consume)
+                self._credit_written[src] = ordinal + 1
+                self._raise_flag(src, self.CREDIT + self.rank, ordinal + 1)
+
+            return self._recv_slots(src, _WHERE_BYTES, take)
+        where = np.empty(_WHERE_BYTES, np.uint8)
+
+        def keep(slot: np.ndarray, _lo: int, _hi: int) -> None:
+            where[:] = slot
+            # Counted as written back, so that the slots' every-K rule does not raise the credit
+            # past this chunk before the copy is done: that credit frees the sender's buffer.
             self._credit_written[src] = ordinal + 1
+
+        received = self._recv_slots(src, _WHERE_BYTES, keep)
+        # Nothing later from src is taken before the copy is done (a later chunk's credit would
+        # free the sender's buffer too): the chain waits for it.
+        self._recv_tail[src] = self._loop.create_future()
+        return self._copy_in_slices(src, where, nbytes, consume, ordinal, received, self._recv_tail[src])
+
+    async def _copy_in_slices(
+        self,
+        src: int,
+        where: np.ndarray,
+        nbytes: int,
+        consume: Into,
+        ordinal: int,
+        received: Awaitable[None],
+        done: asyncio.Future[None],
+    ) -> None:
+        try:
+            await received
+            address = self._address(src, where, nbytes)
+            step = self.single_copy_slice_bytes
+            if consume.landed is not None:  # whole pieces of the slot path (_copy_reference)
+                piece = self.slot_bytes * self.span(nbytes)
+                step = max(piece, step // piece * piece)
+            for lo in range(0, nbytes, step):
+                if lo:
+                    await asyncio.sleep(0)  # the rank's other tasks and timers, between two reads
+                self._copy_reference(src, address, lo, min(nbytes, lo + step), nbytes, consume)
             self._raise_flag(src, self.CREDIT + self.rank, ordinal + 1)
+        finally:
+            done.set_result(None)
 
-        return self._recv_slots(src, _WHERE_BYTES, take)
-
-    def _copy_reference(self, src: int, where: np.ndarray, nbytes: int, consume: Into) -> None:
-        """Copy the message ``where`` (the chunk's bytes) points at out of ``src``'s memory."""
+    @staticmethod
+    def _address(src: int, where: np.ndarray, nbytes: int) -> int:
+        """The address in ``src``'s memory that the chunk ``where`` gives, checked against the
+        size this rank receives."""
         address, size = (int(word) for word in where.view(np.int64))
         if size != nbytes:
             raise RmaUsageError(
                 f"rank {src} sent a message of {size} bytes where this rank receives {nbytes}: "
                 "the ranks called different collectives or sizes"
             )
+        return address
+
+    def _copy_reference(self, src: int, address: int, lo: int, hi: int, nbytes: int, consume: Into) -> None:
+        """Copy bytes ``lo:hi`` of the ``nbytes``-byte message at ``address`` in ``src``'s memory
+        into the consumer's target."""
         read, target, landed = self._endpoint.read_memory, consume.target, consume.landed
         if landed is None:
-            read(src, address, target[:nbytes])
-        else:
-            # In the slot path's chunks: a tree forwards each as it lands, and children that
-            # take the slots expect those.
-            piece = self.slot_bytes * self.span(nbytes)
-            for lo in range(0, nbytes, piece):
-                hi = min(nbytes, lo + piece)
-                read(src, address + lo, target[lo:hi])
-                landed(lo, hi)
+            read(src, address + lo, target[lo:hi])
+            return
+        # In the slot path's chunks: a tree forwards each as it lands, and children that take the
+        # slots expect those.  (``lo`` is a multiple of a piece: _copy_in_slices.)
+        piece = self.slot_bytes * self.span(nbytes)
+        for start in range(lo, hi, piece):
+            end = min(hi, start + piece)
+            read(src, address + start, target[start:end])
+            landed(start, end)
 
     # ------------------------------------------------------------------ LL messages
 
