@@ -147,9 +147,12 @@ def compiled_extension(name: str) -> ModuleType | None:
 
 
 def describe() -> str:
-    """This process's decision in words, e.g. "compiled (built by mypyc 2.4.1)"."""
+    """This process's decision in words, e.g. "compiled (built by mypyc 2.4.1)"; a C extension
+    the build should have left and did not is named (its Python fallback runs instead)."""
     decided = choose()
-    return f"{'compiled' if decided.compiled else 'from source'} ({decided.reason})"
+    missing = [name for name in C_EXTENSIONS if decided.compiled and compiled_extension(name) is None]
+    gone = f"; missing {', '.join(missing)}: their fallbacks run" if missing else ""
+    return f"{'compiled' if decided.compiled else 'from source'} ({decided.reason}{gone})"
 
 
 def running_compiled(module: ModuleType) -> bool:

@@ -113,3 +113,15 @@ def test_the_engine_source_passes_the_suite_without_mpi() -> None:
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
+
+
+def test_a_missing_c_extension_is_named_in_the_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build in use whose C extension cannot be imported (removed, or built for another
+    interpreter) says so in ``python -m aiorma info``'s engine line; the fallback runs."""
+    monkeypatch.setattr(_native, "status", _native.NativeStatus(True, "built by mypyc x"))
+    monkeypatch.setattr(_native, "C_EXTENSIONS", {"aiorma.no_such_extension": "no_such.c"})
+    assert _native.describe() == (
+        "compiled (built by mypyc x; missing aiorma.no_such_extension: their fallbacks run)"
+    )
+    monkeypatch.setattr(_native, "C_EXTENSIONS", {})
+    assert _native.describe() == "compiled (built by mypyc x)"
