@@ -75,6 +75,8 @@ class PresenceBoard:
         self.departed: set[int] = set()
         #: The rank the departures name, once one is found.
         self.failed_first: int | None = None
+        #: Requests of departure writes not complete when this rank left, and their origins.
+        self.in_flight: list[object] = []
 
     # ------------------------------------------------------------------ reading
 
@@ -193,6 +195,8 @@ class PresenceBoard:
             # peers whose request completed: they are progressing.
             for peer in requests.keys() - pending.keys():
                 self._win.Flush(peer)
+            if pending:  # may still run, inside MPI_Finalize (aiorma.transport.in_flight)
+                self.in_flight += [*pending.values(), origin]
 
     def free(self) -> None:
         """Collective (part of the endpoint's close, in its collectives thread, inside

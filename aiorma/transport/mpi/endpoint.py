@@ -39,6 +39,7 @@ from ...engine.control import AtomicOp
 from ...errors import PeerFailed, TransportError
 from ..base import WHOLE_RUN, PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from ..busy_progress import BusyProgress
+from ..in_flight import keep_until_exit
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
@@ -956,7 +957,22 @@ class MpiEndpoint:
             # raised at their next poll, not at their own timeouts.
             self._presence.announce_departure(reason)
             self._doorbell.ring_everyone()
+            # What is still in flight may complete inside MPI_Finalize, after the interpreter
+            # freed its buffers: they outlive it (aiorma.transport.in_flight).
+            keep_until_exit(self._in_flight())
         self._stop()
+
+    def _in_flight(self) -> list[object]:
+        """The requests and buffers of every operation not known to be complete."""
+        held: list[object] = []
+        for ops in self._pending.values():
+            for _token, request, keep, _served in ops:
+                held += [request, keep]
+        for _win_id, _token, request, result in self._fetches:
+            held += [request, result]
+        for request, buffers, _key in self._writes:
+            held += [request, buffers]
+        return held + self._presence.in_flight
 
     def _stop_busy(self) -> None:
         if self._busy is not None:
