@@ -45,12 +45,14 @@ NATIVE = _load_native()
 def built_files() -> list[Path]:
     """What a build leaves in the package: the extensions and the record."""
     files = [p for p in PACKAGE.rglob("*.so") if p.name.startswith(NATIVE.GROUP.split(".")[-1] + "__mypyc")]
-    # Every extension beside a module's source, not only those of the modules listed now: one
-    # built for a module since taken off the list would shadow its source (aiorma has no other
-    # extensions).
-    files += sorted(p for p in PACKAGE.rglob("*.*.so") if p.with_name(p.name.split(".")[0] + ".py").exists())
-    # The C extensions: beside their C sources.
-    files += sorted(p for p in PACKAGE.rglob("*.*.so") if p.with_name(p.name.split(".")[0] + ".c").exists())
+    # Every extension beside a source it was built from — a module's ``.py`` (not only those of
+    # the modules listed now: one built for a module since taken off the list would shadow its
+    # source) or a C file (aiorma has no other extensions).
+    files += sorted(
+        p
+        for p in PACKAGE.rglob("*.*.so")
+        if any(p.with_name(p.name.split(".")[0] + suffix).exists() for suffix in (".py", ".c"))
+    )
     return [*files, PACKAGE / NATIVE.RECORD]
 
 
