@@ -1,4 +1,5 @@
-"""The compiled engine: the engine's modules as C extensions built by mypyc, or run from source.
+"""The compiled engine: the engine's modules, and the layers every call runs through around them,
+as C extensions built by mypyc, or run from source.
 
 What every epoch costs in aiorma is mostly the interpreter running the engine's state machines
 (the profiles in docs/benchmarks.md), so the same source files can also be compiled with mypyc,
@@ -35,7 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-#: The modules compiled: the engine's state machines and what they call on every step.
+#: The modules compiled: the engine's state machines, and the layers around them that every call
+#: runs through.
 MODULES: tuple[str, ...] = (
     "aiorma.engine.window_engine",
     "aiorma.engine.lock_protocol",
@@ -46,6 +48,14 @@ MODULES: tuple[str, ...] = (
     "aiorma.engine.rules",
     "aiorma.engine.states",
     "aiorma.engine.control",
+    # The layers every call crosses above and below the engine: the user's call, the await, the
+    # driver, the MPI endpoint (the interpreter running them is most of what a lock epoch costs
+    # once the engine is compiled: docs/benchmarks.md).  Not aiorma.request: aiorma.sync's
+    # Requests are subclasses of Request, which a compiled class cannot have.
+    "aiorma.window",
+    "aiorma._core.await_policy",
+    "aiorma._core.driver",
+    "aiorma.transport.mpi.endpoint",
 )
 
 #: Extensions written in C, by module name: their sources, relative to the package.  Built with

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, SupportsIndex, cast
 
 import numpy as np
 
@@ -108,29 +108,29 @@ class Window:
 
     # ------------------------------------------------------------- active target sync
 
-    def fence(self, assertion: int = 0) -> Request:
+    def fence(self, assertion: SupportsIndex = 0) -> Request:
         """Close the open fence epoch (barrier semantics) and/or open the next one.  Completes
         when the closed epoch has completed on this rank, i.e. every rank's RMA of that epoch is
         done; with MODE_NOPRECEDE alone, when the new epoch is activated."""
         self._check_open()
         return self._call(self._engine.fence(assertion), "fence")
 
-    def post(self, group: Iterable[int], assertion: int = 0) -> EpochRequest:
+    def post(self, group: Iterable[SupportsIndex], assertion: SupportsIndex = 0) -> EpochRequest:
         """Expose this window to ``group`` (a list of ranks).  Completes when the exposure is
         granted.  ``async with win.post(group):`` closes it with :meth:`wait` on the way out."""
         return EpochRequest(self._post(group, assertion), self.wait)
 
-    def _post(self, group: Iterable[int], assertion: int) -> Request:
+    def _post(self, group: Iterable[SupportsIndex], assertion: SupportsIndex) -> Request:
         self._check_open()
         return self._call(self._engine.post(group, assertion), "post")
 
-    def start(self, group: Iterable[int], assertion: int = 0) -> EpochRequest:
+    def start(self, group: Iterable[SupportsIndex], assertion: SupportsIndex = 0) -> EpochRequest:
         """Begin an access epoch to ``group`` (a list of ranks).  Completes when every target has
         granted it (or, for an epoch without RMA calls that finished before its grants arrived,
         with the epoch).  ``async with win.start(group):`` closes it with :meth:`complete`."""
         return EpochRequest(self._start(group, assertion), self.complete)
 
-    def _start(self, group: Iterable[int], assertion: int) -> Request:
+    def _start(self, group: Iterable[SupportsIndex], assertion: SupportsIndex) -> Request:
         self._check_open()
         return self._call(self._engine.start(group, assertion), "start")
 
@@ -152,20 +152,22 @@ class Window:
 
     # ------------------------------------------------------------ passive target sync
 
-    def lock(self, rank: int, lock_type: LockType = LOCK_EXCLUSIVE, assertion: int = 0) -> EpochRequest:
+    def lock(
+        self, rank: SupportsIndex, lock_type: LockType = LOCK_EXCLUSIVE, assertion: SupportsIndex = 0
+    ) -> EpochRequest:
         """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired.
         ``async with win.lock(rank, type):`` closes it with :meth:`unlock` on the way out."""
         self._check_open()
         opened = self._call(self._engine.lock(rank, lock_type, assertion), "lock")
         return EpochRequest(opened, lambda: self.unlock(rank))
 
-    def unlock(self, rank: int) -> Request:
+    def unlock(self, rank: SupportsIndex) -> Request:
         """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and
         the lock is released."""
         self._check_open()
         return self._call(self._engine.unlock(rank), "unlock")
 
-    def lock_all(self, assertion: int = 0) -> EpochRequest:
+    def lock_all(self, assertion: SupportsIndex = 0) -> EpochRequest:
         """Shared lock on every rank.  Completes when every rank has granted it.
         ``async with win.lock_all():`` closes it with :meth:`unlock_all` on the way out."""
         self._check_open()
@@ -176,15 +178,15 @@ class Window:
         self._check_open()
         return self._call(self._engine.unlock_all(), "unlock_all")
 
-    def flush(self, rank: int) -> Request:
+    def flush(self, rank: SupportsIndex) -> Request:
         """Completes when the RMA issued so far to ``rank`` in this epoch is complete there."""
         return self._flush(rank, "flush")
 
-    def flush_local(self, rank: int) -> Request:
+    def flush_local(self, rank: SupportsIndex) -> Request:
         """Completes when the RMA issued so far to ``rank`` is locally complete."""
         return self._flush(rank, "flush_local")
 
-    def _flush(self, rank: int, what: str) -> Request:
+    def _flush(self, rank: SupportsIndex, what: str) -> Request:
         self._check_open()
         return self._call(self._engine.flush(rank), what)
 
@@ -200,43 +202,96 @@ class Window:
         return self._call(self._engine.flush_all(), "flush_local_all")
 
     # i-prefixed aliases for readers coming from the MPI_WIN_I* proposal of Zounmevo (2014).
-    ifence, ipost, istart, icomplete, iwait = fence, post, start, complete, wait
-    ilock, iunlock, ilock_all, iunlock_all = lock, unlock, lock_all, unlock_all
-    iflush, iflush_local, iflush_all, iflush_local_all = (
-        flush,
-        flush_local,
-        flush_all,
-        flush_local_all,
-    )
+    # (Methods, not class attributes bound to the same functions: the class is compiled.)
+
+    def ifence(self, assertion: SupportsIndex = 0) -> Request:
+        """:meth:`fence`."""
+        return self.fence(assertion)
+
+    def ipost(self, group: Iterable[SupportsIndex], assertion: SupportsIndex = 0) -> EpochRequest:
+        """:meth:`post`."""
+        return self.post(group, assertion)
+
+    def istart(self, group: Iterable[SupportsIndex], assertion: SupportsIndex = 0) -> EpochRequest:
+        """:meth:`start`."""
+        return self.start(group, assertion)
+
+    def icomplete(self) -> Request:
+        """:meth:`complete`."""
+        return self.complete()
+
+    def iwait(self) -> Request:
+        """:meth:`wait`."""
+        return self.wait()
+
+    def ilock(
+        self, rank: SupportsIndex, lock_type: LockType = LOCK_EXCLUSIVE, assertion: SupportsIndex = 0
+    ) -> EpochRequest:
+        """:meth:`lock`."""
+        return self.lock(rank, lock_type, assertion)
+
+    def iunlock(self, rank: SupportsIndex) -> Request:
+        """:meth:`unlock`."""
+        return self.unlock(rank)
+
+    def ilock_all(self, assertion: SupportsIndex = 0) -> EpochRequest:
+        """:meth:`lock_all`."""
+        return self.lock_all(assertion)
+
+    def iunlock_all(self) -> Request:
+        """:meth:`unlock_all`."""
+        return self.unlock_all()
+
+    def iflush(self, rank: SupportsIndex) -> Request:
+        """:meth:`flush`."""
+        return self.flush(rank)
+
+    def iflush_local(self, rank: SupportsIndex) -> Request:
+        """:meth:`flush_local`."""
+        return self.flush_local(rank)
+
+    def iflush_all(self) -> Request:
+        """:meth:`flush_all`."""
+        return self.flush_all()
+
+    def iflush_local_all(self) -> Request:
+        """:meth:`flush_local_all`."""
+        return self.flush_local_all()
 
     # ---------------------------------------------------------------------------- RMA
 
-    def put(self, origin: Any, target: int, disp: int = 0) -> Request:
+    def put(self, origin: Any, target: SupportsIndex, disp: SupportsIndex = 0) -> Request:
         """Write ``origin`` (an array of the window's dtype, or values that fit it) into
         ``target``'s window at element ``disp``, inside an access epoch covering ``target``.
         Returns a Request that completes at local completion: ``origin`` may be reused; the
         data is in the target's memory once the epoch's closing call or a flush completes."""
         if self._plain(origin, target, disp):
             self._check_open()
-            return self._rma(RmaOp(RmaKind.PUT, target, disp, origin), "put")
+            # (_plain found target and disp plain ints: the casts are for the type checker)
+            return self._rma(RmaOp(RmaKind.PUT, cast(int, target), cast(int, disp), origin), "put")
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
         return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=data), "put")
 
-    def get(self, result: np.ndarray, target: int, disp: int = 0) -> Request:
+    def get(self, result: np.ndarray, target: SupportsIndex, disp: SupportsIndex = 0) -> Request:
         """Read ``result.size`` elements of ``target``'s window at ``disp`` into ``result``."""
         if self._plain(result, target, disp) and result.flags.writeable:
             self._check_open()
-            return self._rma(RmaOp(RmaKind.GET, target, disp, result=result), "get", result)
+            return self._rma(
+                RmaOp(RmaKind.GET, cast(int, target), cast(int, disp), result=result), "get", result
+            )
         result, out = self._result(result)
         target, disp = self._check_span(target, disp, out.size)
         return self._rma(RmaOp(RmaKind.GET, target, disp, result=out), "get", result)
 
-    def accumulate(self, origin: Any, target: int, disp: int = 0, op: Op = Op.SUM) -> Request:
+    def accumulate(
+        self, origin: Any, target: SupportsIndex, disp: SupportsIndex = 0, op: Op = Op.SUM
+    ) -> Request:
         """Combine ``origin`` into the target with ``op``, atomically per element."""
         if type(op) is Op and op in self._accumulate_ops and self._plain(origin, target, disp):
             self._check_open()
-            return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=origin, op=op), "accumulate")
+            plain = RmaOp(RmaKind.ACCUMULATE, cast(int, target), cast(int, disp), origin=origin, op=op)
+            return self._rma(plain, "accumulate")
         operation = self._op(op, allow_no_op=False)
         self._accumulate_ops.add(operation)
         data = self._origin(origin)
@@ -244,7 +299,7 @@ class Window:
         return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=data, op=operation), "accumulate")
 
     def get_accumulate(
-        self, origin: Any, result: np.ndarray, target: int, disp: int = 0, op: Op = Op.SUM
+        self, origin: Any, result: np.ndarray, target: SupportsIndex, disp: SupportsIndex = 0, op: Op = Op.SUM
     ) -> Request:
         """Fetch the target's old contents into ``result`` and combine ``origin`` into it."""
         operation = self._op(op, allow_no_op=True)
@@ -257,7 +312,7 @@ class Window:
         return self._rma(op_, "get_accumulate", result)
 
     def fetch_and_op(
-        self, origin: Any, result: np.ndarray, target: int, disp: int = 0, op: Op = Op.SUM
+        self, origin: Any, result: np.ndarray, target: SupportsIndex, disp: SupportsIndex = 0, op: Op = Op.SUM
     ) -> Request:
         """Single-element :meth:`get_accumulate` (MPI_Fetch_and_op): ``result`` (one element)
         receives the target's old value at ``disp``, then ``op`` combines ``origin`` (one
@@ -271,7 +326,7 @@ class Window:
         return self._rma(op_, "fetch_and_op", result)
 
     def compare_and_swap(
-        self, origin: Any, compare: Any, result: np.ndarray, target: int, disp: int = 0
+        self, origin: Any, compare: Any, result: np.ndarray, target: SupportsIndex, disp: SupportsIndex = 0
     ) -> Request:
         """Atomically: ``result = target[disp]``; if it equals ``compare``, store ``origin``."""
         self._check_open()
@@ -287,7 +342,9 @@ class Window:
     # ----------------------------------------------------------------- notified access
     # The machinery is aiorma/_core/notified.py's NotifiedAccess, one per window.
 
-    def signal(self, target: int, index: int, value: int | np.ndarray, op: SignalOp = SIGNAL_SET) -> Request:
+    def signal(
+        self, target: SupportsIndex, index: SupportsIndex, value: int | np.ndarray, op: SignalOp = SIGNAL_SET
+    ) -> Request:
         """Write signal word ``index`` of ``target``'s window (an int64 window): store ``value``
         (``SIGNAL_SET``) or add it atomically (``SIGNAL_ADD``), *after* every RMA call
         this rank made to ``target`` on this window is complete there (the call flushes them
@@ -312,10 +369,10 @@ class Window:
     def put_signal(
         self,
         origin: Any,
-        target: int,
-        disp: int,
-        signal_window: Window,
-        index: int,
+        target: SupportsIndex,
+        disp: SupportsIndex,
+        signal_window: object,
+        index: SupportsIndex,
         value: int,
         op: SignalOp = SIGNAL_SET,
     ) -> Request:
@@ -329,7 +386,7 @@ class Window:
         signal = signal_window._notified if isinstance(signal_window, Window) else None
         return self._notified.put_signal(origin, target, disp, signal_window, signal, index, value, op)
 
-    def wait_until(self, index: int, compare: str, value: Any) -> Request:
+    def wait_until(self, index: SupportsIndex, compare: str, value: Any) -> Request:
         """Completes once this rank's own window element ``index`` satisfies ``compare`` with
         ``value`` (``"=="``, ``"!="``, ``"<"``, ``"<="``, ``">"``, ``">="``), as OpenSHMEM's
         ``wait_until``: at once if it does now.  Needs no epoch — it only reads local memory —
@@ -460,7 +517,7 @@ class Window:
         check_accumulate_dtype(operation, self.dtype)
         return operation
 
-    def _check_span(self, target: int, disp: int, count: int) -> tuple[int, int]:
+    def _check_span(self, target: Any, disp: Any, count: int) -> tuple[int, int]:
         # Plain ints pass on the first test; numpy integers become Python ints before any
         # arithmetic (np.uint64(2**64 - 1) + 1 would wrap to 0); bools are not ranks or offsets.
         if type(target) is not int:

@@ -54,6 +54,27 @@ def test_bool_ranks_refused_by_every_call() -> None:
     run2(check)
 
 
+def test_assertions_are_integers_not_bools() -> None:
+    """An assertion is MODE_* flags as an int or a numpy integer (``np.int32(MODE_NOPRECEDE)``
+    from an array of them); a bool is not one, though Python counts it as an int."""
+
+    async def check(comm: aiorma.Comm, win: aiorma.Window) -> None:
+        for bad in (True, False, np.True_, 1.0, None, "0", np.int64(1 << 20)):
+            refused(win, RmaUsageError, win.fence, bad)
+            refused(win, RmaUsageError, win.lock_all, bad)
+            refused(win, RmaUsageError, win.lock, 1 - comm.rank, aiorma.LOCK_SHARED, bad)
+            refused(win, RmaUsageError, win.post, [1 - comm.rank], bad)
+            refused(win, RmaUsageError, win.start, [1 - comm.rank], bad)
+        await win.fence(np.int32(aiorma.MODE_NOPRECEDE))
+        await win.fence(np.int64(aiorma.MODE_NOSUCCEED))
+        await win.lock(1 - comm.rank, aiorma.LOCK_SHARED, np.uint8(aiorma.MODE_NOCHECK))
+        await win.unlock(1 - comm.rank)
+        await asyncio.gather(win.post([1 - comm.rank], np.int16(0)), win.start([1 - comm.rank], np.int64(0)))
+        await asyncio.gather(win.complete(), win.wait())
+
+    run2(check)
+
+
 def test_huge_and_odd_displacements_refused() -> None:
     async def check(comm: aiorma.Comm, win: aiorma.Window) -> None:
         o = 1 - comm.rank

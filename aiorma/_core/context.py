@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -42,10 +43,15 @@ if TYPE_CHECKING:
 # (driver, watch, host) sit above this one.
 
 
-class Progressing(Protocol):
-    """A rank's progress driver (aiorma._core.driver.ProgressDriver)."""
+class ProgressEntry:
+    """A rank's entry in :attr:`Context.drivers`: its progress driver's ``progress``.  Owned by
+    the driver (aiorma._core.driver.ProgressDriver) and weakly referenced by the context, so it
+    goes with the driver; the compiled driver itself cannot be weakly referenced."""
 
-    def progress(self) -> None: ...
+    __slots__ = ("__weakref__", "progress")
+
+    def __init__(self, progress: Callable[[], None]) -> None:
+        self.progress = progress
 
 
 class Checking(Protocol):
@@ -69,10 +75,10 @@ class Context:
         #: the waiter keeps spinning instead of announcing a park, which costs atomics into every
         #: peer's presence word.
         self.last_await = 0.0
-        #: The progress drivers of this thread's ranks (weakly: a closed connection's driver
-        #: goes with it).  Added by ``ProgressDriver.__init__`` (aiorma._core.driver), read by
-        #: :func:`aiorma.progress`.
-        self.drivers: weakref.WeakSet[Progressing] = weakref.WeakSet()
+        #: The progress drivers of this thread's ranks, as their entries (weakly: a closed
+        #: connection's driver goes with it).  Added by ``ProgressDriver.__init__``
+        #: (aiorma._core.driver), read by :func:`aiorma.progress`.
+        self.drivers: weakref.WeakSet[ProgressEntry] = weakref.WeakSet()
         #: The memory watchers of this thread's windows (weakly).  Added and removed by
         #: ``MemoryWatcher`` (aiorma._core.watch), read by ``poke_all`` (which the in-process
         #: transport calls after a write lands) to re-check them.

@@ -23,7 +23,7 @@ from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, mark_retrieved
 from ..transport.base import Endpoint
-from .context import context
+from .context import ProgressEntry, context
 from .settings import Settings
 from .waiter import Waiter
 
@@ -83,7 +83,8 @@ class ProgressDriver:
         #: before it suspends (None: suspend at once; AIORMA_INLINE=0 or the in-process transport).
         self.inline_wait: ProgressDriver | None = self if endpoint.polled and self.inline else None
         endpoint.attach(self)
-        context().drivers.add(self)  # for aiorma.progress() in this thread
+        self._progress_entry = ProgressEntry(self.progress)
+        context().drivers.add(self._progress_entry)  # for aiorma.progress() in this thread
 
     # -------------------------------------------------------------- Sink (transport side)
 
@@ -280,5 +281,5 @@ def progress() -> None:
     """Drive progress on every rank of this thread once (for compute-heavy code that does not
     return to the event loop for a while).  A thread's ranks are those of the connections opened
     by its event loop: another thread's loop owns its own ranks, which only it may touch."""
-    for driver in list(context().drivers):
-        driver.progress()
+    for entry in list(context().drivers):
+        entry.progress()

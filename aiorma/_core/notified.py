@@ -96,7 +96,7 @@ class NotifiedAccess:
         self._watcher: MemoryWatcher | None = None  # made by the first wait_until
         self._signals_pending: dict[int, Request] = {}  # target -> its last signal not yet written
 
-    def signal(self, target: int, index: int, value: int | np.ndarray, op: SignalOp) -> Request:
+    def signal(self, target: Any, index: Any, value: int | np.ndarray, op: SignalOp) -> Request:
         """:meth:`aiorma.Window.signal`."""
         self._check_open()
         if op is SIGNAL_SET and not self._signals_pending and self._signal_inline(target, index, value):
@@ -159,11 +159,11 @@ class NotifiedAccess:
     def put_signal(
         self,
         origin: Any,
-        target: int,
-        disp: int,
+        target: Any,
+        disp: Any,
         signal_window: object,
         signal: NotifiedAccess | None,
-        index: int,
+        index: Any,
         value: int,
         op: SignalOp,
     ) -> Request:
@@ -200,7 +200,7 @@ class NotifiedAccess:
         flushed = self._window.flush(target)
         return self._after(flushed, lambda: signal.signal(target, index, value, op), "put_signal")
 
-    def wait_until(self, index: int, compare: str, value: Any) -> Request:
+    def wait_until(self, index: Any, compare: str, value: Any) -> Request:
         """:meth:`aiorma.Window.wait_until`."""
         self._check_open()
         if compare not in COMPARISONS:

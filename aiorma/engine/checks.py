@@ -60,9 +60,17 @@ def check_group(group: Iterable[Any], size: int) -> tuple[int, ...]:
     return members
 
 
-def check_assertion(assertion: Any) -> None:
-    """Raises RmaUsageError unless ``assertion`` is a combination of MODE_* flags."""
-    if assertion == 0 and type(assertion) is int:  # the common case
-        return
-    if not isinstance(assertion, int) or assertion & ~_ALL_MODES or assertion < 0:
+def check_assertion(assertion: Any) -> int:
+    """``assertion`` as an int, a combination of MODE_* flags (an int or a numpy integer, not a
+    bool); raises RmaUsageError otherwise."""
+    if type(assertion) is int:
+        if assertion == 0:  # the common case
+            return 0
+        value: int = assertion
+    elif isinstance(assertion, np.integer):
+        value = int(assertion)
+    else:
         raise RmaUsageError(f"assertion {assertion!r} is not a combination of MODE_* flags")
+    if value & ~_ALL_MODES or value < 0:
+        raise RmaUsageError(f"assertion {assertion!r} is not a combination of MODE_* flags")
+    return value

@@ -238,7 +238,7 @@ class WindowEngine:
         MODE_NOSUCCEED).  The token finishes when the closed epoch completes on this process —
         after every peer's "done" for it arrived (barrier semantics without a barrier) — or, when
         nothing is closed, once the new epoch is activated."""
-        check_assertion(assertion)
+        assertion = check_assertion(assertion)
         if not self.peers_write_control:
             self._refuse_control_writes(EpochKind.FENCE)
         closing = self._open.get(_FENCE_SLOT)
@@ -267,10 +267,10 @@ class WindowEngine:
         return token
 
     @_application_call
-    def post(self, group: Iterable[int], assertion: Any = 0) -> int:
+    def post(self, group: Iterable[Any], assertion: Any = 0) -> int:
         """Open an exposure epoch for ``group``.  Token: finished when the epoch is activated
         (access granted to every origin in ``group``)."""
-        check_assertion(assertion)
+        assertion = check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.POST)
         token = self._new_token()
@@ -279,10 +279,10 @@ class WindowEngine:
         return token
 
     @_application_call
-    def start(self, group: Iterable[int], assertion: Any = 0) -> int:
+    def start(self, group: Iterable[Any], assertion: Any = 0) -> int:
         """Open an access epoch towards ``group``.  Token: finished when every target in
         ``group`` has granted this access."""
-        check_assertion(assertion)
+        assertion = check_assertion(assertion)
         members = check_group(group, self.size)
         self._check_may_open(EpochKind.START)
         token = self._new_token()
@@ -332,7 +332,7 @@ class WindowEngine:
         is granted (at once with MODE_NOCHECK)."""
         # The checks' common outcomes first, as in rma(): a transaction is lock, RMA, unlock.
         if type(assertion) is not int or assertion != 0:
-            check_assertion(assertion)
+            assertion = check_assertion(assertion)
         if type(rank) is not int or not 0 <= rank < self.size:
             rank = check_rank(rank, self.size)
         try:
@@ -367,7 +367,7 @@ class WindowEngine:
     def lock_all(self, assertion: Any = 0) -> int:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
-        check_assertion(assertion)
+        assertion = check_assertion(assertion)
         self._check_may_open(EpochKind.LOCK_ALL, assertion)
         token = self._new_token()
         self._open_epoch(EpochKind.LOCK_ALL, self._everyone, assertion, token)

@@ -1,9 +1,9 @@
 """An error inside progress fails the window for good instead of vanishing (run by
 tests/test_progress_failure_mpi.py on 1 rank under mpiexec).
 
-The rank opens an access epoch that waits for a grant nobody will give, then makes the endpoint's
-poll raise, as a broken MPI would.  The waiting Request must raise that error within seconds (not
-hang), and every later call on the window must raise it too.
+The rank opens an access epoch that waits for a grant nobody will give, then makes the MPI call
+inside the endpoint's poll raise, as a broken MPI would.  The waiting Request must raise that
+error within seconds (not hang), and every later call on the window must raise it too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 import aiorma
-from aiorma.errors import RmaFailure, TransportError
+from aiorma.errors import RmaFailure
 
 
 async def main(comm: aiorma.Comm) -> None:
@@ -24,10 +24,14 @@ async def main(comm: aiorma.Comm) -> None:
     start = win.start([0])  # no post: it waits for its grant
     assert not start.done()
 
-    def broken() -> bool:
-        raise TransportError("injected: MPI reported an error")
+    class BrokenComm:
+        """The communicator the endpoint's poll drives MPI progress on, failing as a broken MPI
+        would.  (The endpoint is compiled: its methods cannot be replaced, its fields can.)"""
 
-    endpoint.poll = broken  # type: ignore[method-assign]
+        def Iprobe(self, *args: object) -> bool:
+            raise RuntimeError("injected: MPI reported an error")
+
+    endpoint._probe_comm = BrokenComm()  # type: ignore[attr-defined]
     report = {}
     try:
         async with asyncio.timeout(5):
