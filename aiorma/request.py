@@ -10,6 +10,7 @@ from typing import Any
 from ._core import await_policy
 from ._core.await_policy import Polling, wait
 from ._core.context import context, per_thread
+from .errors import RmaUsageError
 
 #: Awaiting Requests yields to the event loop at least once per this many seconds.  A Request
 #: that finished inside its call would otherwise never yield, and a task awaiting aiorma calls in
@@ -190,6 +191,70 @@ class EpochRequest(Request):
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         await self._close()
+
+
+class OutcomeRequest(Request):
+    """The Request of a call made of several dependent steps (``aiorma.sync``'s calls): finished
+    by :meth:`succeed` or :meth:`fail`, from the last step's done-callback."""
+
+    __slots__ = ("_outcome",)
+
+    def __init__(self, description: str, progress: Callable[[], None]) -> None:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        Request.__init__(self, future, progress, description)
+        self._outcome = future
+
+    def succeed(self, value: Any = None) -> None:
+        if not self._outcome.done():
+            self._outcome.set_result(value)
+
+    def fail(self, error: BaseException) -> None:
+        if not self._outcome.done():
+            self._outcome.set_exception(error)
+
+
+class AcquireRequest(OutcomeRequest):
+    """The Request of an ``acquire`` (``aiorma.sync``): finishes when the lock or permit is the
+    caller's.  A cancelled (or otherwise interrupted) await of it abandons the acquire:
+    ``on_abandon(self, granted)`` tells its object, which gives the grant back — now if it had
+    come, else when it comes."""
+
+    __slots__ = ("_on_abandon", "abandoned", "started")
+
+    def __init__(
+        self,
+        description: str,
+        progress: Callable[[], None],
+        on_abandon: Callable[[AcquireRequest, bool], None],
+    ) -> None:
+        OutcomeRequest.__init__(self, description, progress)
+        self._on_abandon = on_abandon
+        self.abandoned = False
+        self.started = False  # it left this rank's local line: the shared state knows of it
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self.abandoned:
+            raise RmaUsageError(f"{self.description} was abandoned (an await of it was cancelled)")
+        try:
+            return (yield from Request.__await__(self))
+        except BaseException as exc:
+            # Anything but the acquire's own failure (a cancellation, a timeout, an interrupt)
+            # means the caller will not hold it: it must not stay granted.
+            if not (self.done() and self.exception() is exc):
+                self.abandon()
+            raise
+
+    def abandon(self) -> None:
+        """Give up this acquire: a grant already here, or still to come, is given back."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        if not self.done():
+            self.fail(RmaUsageError(f"{self.description} was abandoned (an await of it was cancelled)"))
+            self.exception()  # nobody is waiting for this error: not "never retrieved"
+            self._on_abandon(self, False)
+        elif self.exception() is None:
+            self._on_abandon(self, True)
 
 
 def finish_as(future: asyncio.Future[None], request: Request) -> None:

@@ -30,10 +30,9 @@ Every other call's Request follows the general rule: cancelling an await abandon
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,7 +41,7 @@ from ._core.driver import progress as _drive_progress
 from .comm import Comm
 from .constants import LOCK_EXCLUSIVE, MODE_NOCHECK, NO_OP, SIGNAL_SET, SUM, Op
 from .errors import RmaTypeError, RmaUsageError, WindowFreedError
-from .request import Request
+from .request import AcquireRequest, OutcomeRequest, Request
 from .window import Window
 
 # ------------------------------------------------------------------ chaining window calls
@@ -88,32 +87,12 @@ def _quietly(request: Request) -> None:
     _then(request, retrieve)
 
 
-class _Outcome(Request):
-    """The Request of a call made of several dependent window calls: finished by
-    :meth:`succeed` or :meth:`fail` from the last step's done-callback."""
-
-    __slots__ = ("_outcome",)
-
-    def __init__(self, description: str) -> None:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        super().__init__(future, _drive_progress, description)
-        self._outcome = future
-
-    def succeed(self, value: Any = None) -> None:
-        if not self._outcome.done():
-            self._outcome.set_result(value)
-
-    def fail(self, error: BaseException) -> None:
-        if not self._outcome.done():
-            self._outcome.set_exception(error)
-
-
 def _mapped(request: Request, value: Callable[[], Any], description: str) -> Request:
     """A Request that finishes with ``request`` but whose result is ``value()`` (read then)."""
     if request.done():
         error = request.exception()
         return Request.finished(None if error is not None else value(), error, description)
-    outcome = _Outcome(description)
+    outcome = OutcomeRequest(description, _drive_progress)
     _chain(request, lambda _done: outcome.succeed(value()), outcome.fail)
     return outcome
 
@@ -124,7 +103,7 @@ def _all(requests: list[Request], description: str) -> Request:
     errors = [error for r in requests if r.done() and (error := r.exception()) is not None]
     if not pending:
         return Request.finished(None, errors[0] if errors else None, description)
-    outcome = _Outcome(description)
+    outcome = OutcomeRequest(description, _drive_progress)
     if errors:
         outcome.fail(errors[0])
     left = [len(pending)]
@@ -137,44 +116,6 @@ def _all(requests: list[Request], description: str) -> Request:
     for request in pending:
         _chain(request, one_done, outcome.fail)
     return outcome
-
-
-class _Acquisition(_Outcome):
-    """The Request of ``acquire``: finishes when the lock or permit is this caller's.  A cancelled
-    (or otherwise interrupted) await of it abandons the acquire: ``on_abandon(self, granted)``
-    tells its object, which gives the grant back — now if it had come, else when it comes."""
-
-    __slots__ = ("_on_abandon", "abandoned", "started")
-
-    def __init__(self, description: str, on_abandon: Callable[[_Acquisition, bool], None]) -> None:
-        super().__init__(description)
-        self._on_abandon = on_abandon
-        self.abandoned = False
-        self.started = False  # it left this rank's local line: the shared state knows of it
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        if self.abandoned:
-            raise RmaUsageError(f"{self.description} was abandoned (an await of it was cancelled)")
-        try:
-            return (yield from super().__await__())
-        except BaseException as exc:
-            # Anything but the acquire's own failure (a cancellation, a timeout, an interrupt)
-            # means the caller will not hold it: it must not stay granted.
-            if not (self.done() and self.exception() is exc):
-                self.abandon()
-            raise
-
-    def abandon(self) -> None:
-        """Give up this acquire: a grant already here, or still to come, is given back."""
-        if self.abandoned:
-            return
-        self.abandoned = True
-        if not self.done():
-            self.fail(RmaUsageError(f"{self.description} was abandoned (an await of it was cancelled)"))
-            self.exception()  # nobody is waiting for this error: not "never retrieved"
-            self._on_abandon(self, False)
-        elif self.exception() is None:
-            self._on_abandon(self, True)
 
 
 class _Turns:
@@ -237,7 +178,7 @@ async def _shared_window(comm: Comm, words: int) -> Window:
 
 def _close(win: Window, description: str) -> Request:
     """End the object's ``lock_all``, then free its window."""
-    outcome = _Outcome(description)
+    outcome = OutcomeRequest(description, _drive_progress)
 
     def unlocked(_done: Request) -> None:
         _chain(win.free(), lambda _freed: outcome.succeed(), outcome.fail)
@@ -325,7 +266,7 @@ class Mutex(_Shared):
     def __init__(self, win: Window, root: int) -> None:
         super().__init__(win, root)
         self._local = _Turns()
-        self._holder: _Acquisition | None = None
+        self._holder: AcquireRequest | None = None
 
     @classmethod
     async def create(cls, comm: Comm, root: int = 0) -> Mutex:
@@ -344,11 +285,11 @@ class Mutex(_Shared):
         still happens: :meth:`release` it.  Cancelling an await of it abandons it: the lock is
         released as soon as it is granted (see the module docstring)."""
         self._check_open()
-        acquisition = _Acquisition("Mutex.acquire", self._abandoned)
+        acquisition = AcquireRequest("Mutex.acquire", _drive_progress, self._abandoned)
         self._local.enter(acquisition, lambda: self._lock(acquisition))
         return acquisition
 
-    def _lock(self, acquisition: _Acquisition) -> None:
+    def _lock(self, acquisition: AcquireRequest) -> None:
         acquisition.started = True
 
         def failed(error: BaseException) -> None:
@@ -361,14 +302,14 @@ class Mutex(_Shared):
         except Exception as exc:  # the Comm closed, the window failed
             failed(exc)
 
-    def _granted(self, acquisition: _Acquisition) -> None:
+    def _granted(self, acquisition: AcquireRequest) -> None:
         if acquisition.abandoned:
             _quietly(self._unlock())  # nobody wants it any more: hand it on
         else:
             self._holder = acquisition
             acquisition.succeed()
 
-    def _abandoned(self, acquisition: _Acquisition, granted: bool) -> None:
+    def _abandoned(self, acquisition: AcquireRequest, granted: bool) -> None:
         if not acquisition.started:
             self._local.withdraw(acquisition)
         elif granted and self._holder is acquisition:
@@ -470,11 +411,11 @@ class Semaphore(_Shared):
         order taken.  Not awaited, the permit is still taken: :meth:`release` it.  Cancelling an
         await of it abandons it: the permit is released as soon as it is granted."""
         self._check_open()
-        acquisition = _Acquisition("Semaphore.acquire", self._abandoned)
+        acquisition = AcquireRequest("Semaphore.acquire", _drive_progress, self._abandoned)
         self._local.enter(acquisition, lambda: self._take_ticket(acquisition))
         return acquisition
 
-    def _take_ticket(self, acquisition: _Acquisition) -> None:
+    def _take_ticket(self, acquisition: AcquireRequest) -> None:
         acquisition.started = True
 
         def failed(error: BaseException) -> None:
@@ -520,7 +461,7 @@ class Semaphore(_Shared):
         except Exception as exc:  # the Comm closed, the window failed
             failed(exc)
 
-    def _abandoned(self, acquisition: _Acquisition, granted: bool) -> None:
+    def _abandoned(self, acquisition: AcquireRequest, granted: bool) -> None:
         if not acquisition.started:
             self._local.withdraw(acquisition)  # no ticket taken: nothing to give back
         elif granted:
@@ -535,7 +476,7 @@ class Semaphore(_Shared):
         """Give a permit back, at the call: the oldest waiting ticket is served.  The Request
         completes once that ticket's owner has been told (or no one was waiting)."""
         self._check_open()
-        outcome = _Outcome("Semaphore.release")
+        outcome = OutcomeRequest("Semaphore.release", _drive_progress)
 
         def serve(served: int) -> None:  # ``served`` is the ticket our permit serves
             slot = self.SLOTS + served % self._size

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from aiorma import _native
+from aiorma import request as request_module
 from aiorma._core import await_policy
 from aiorma._core.context import context
 from aiorma.request import FAIR_SLICE, Request
@@ -56,7 +57,9 @@ def test_a_finished_request_with_no_checkpoint_due_makes_no_call(value: Any) -> 
     awaiting = request.__await__()
     entered, result = _python_calls(lambda: _step(awaiting))
     assert result == value
-    assert entered == ["<lambda>", "_step", "__await__"]
+    # (Compiled, the await's own generator is C: it is not a call the profiler sees.)
+    own = [] if _native.running_compiled(request_module) else ["__await__"]
+    assert entered == ["<lambda>", "_step", *own]
 
 
 def test_a_finished_request_with_a_checkpoint_due_goes_through_the_policy() -> None:
@@ -70,9 +73,13 @@ def test_a_finished_request_with_a_checkpoint_due_goes_through_the_policy() -> N
         with pytest.raises(RuntimeError, match="no running event loop"):
             awaiting.send(None)  # the asyncio checkpoint asks for the running loop
 
+    # That the await needed the running loop shows it went through the policy's checkpoint;
+    # the calls show which functions did it, where they are Python's (compiled calls between
+    # compiled modules are C calls the profiler does not see).
     entered, _ = _python_calls(attempt)
-    assert "wait" in entered
-    if not _native.running_compiled(await_policy):  # compiled, wait's own calls are C calls
+    if not _native.running_compiled(request_module):
+        assert "wait" in entered
+    if not _native.running_compiled(await_policy):
         assert "_give_way" in entered
 
 

@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 
 from aiorma import _native
-from aiorma.transport.mpi.cpu_atomics import SEQ_CST, Atomics, load, load_compiled, load_library
+from aiorma._core.memcopy import load_words
+from aiorma.transport.mpi.cpu_atomics import (
+    SEQ_CST,
+    Atomics,
+    WordStores,
+    load,
+    load_compiled,
+    load_library,
+    load_word_stores,
+)
 
 from .mpi_harness import run_python
 
@@ -111,6 +120,63 @@ def test_processes_racing_on_shared_memory_lose_no_update(atomics: Atomics) -> N
         child.join(100)
         assert child.exitcode == 0
     assert np.frombuffer(memory, np.int64)[1] == 2 * adds * (processes + 1)
+
+
+def _word_stores() -> WordStores:
+    stores = load_word_stores()
+    if stores is None:
+        if _native.choose().compiled:
+            pytest.fail("the build is in use but left no compiled word stores")
+        pytest.skip("no compiled word stores here (puts stay MPI's)")
+    return stores
+
+
+def test_word_stores_copy_at_an_offset_and_refuse_what_does_not_fit() -> None:
+    store_words = _word_stores()
+    words = np.zeros(6, np.int64)
+    store_words(words, 16, np.array([-1, 2**62], np.int64))
+    assert words.tolist() == [0, 0, -1, 2**62, 0, 0]
+    raw = np.zeros(11, np.uint8)  # unaligned: a byte copy, same result
+    store_words(raw, 3, np.arange(1, 6, dtype=np.uint8))
+    assert raw.tolist() == [0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0]
+    before = words.copy()
+    read_only = np.zeros(2, np.int64)
+    read_only.flags.writeable = False
+    for destination, offset, source in [
+        (words, 40, np.ones(2, np.int64)),  # one word past the end
+        (words, -8, np.ones(1, np.int64)),
+        (words[::2], 0, np.ones(1, np.int64)),  # not contiguous
+        (read_only, 0, np.ones(1, np.int64)),
+    ]:
+        with pytest.raises(ValueError):
+            store_words(destination, offset, source)
+    assert np.array_equal(words, before)
+
+
+def _store_patterns(memory: mmap.mmap, rounds: int) -> None:
+    store_words = load_word_stores()
+    assert store_words is not None
+    target = np.frombuffer(memory, np.int64)
+    patterns = [np.full(target.size, value, np.int64) for value in (0, -1, 0x5555555555555555)]
+    for i in range(rounds):
+        store_words(target, 0, patterns[i % 3])
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_never_sees_a_word_half_stored() -> None:
+    """A process storing whole patterns over 4 KiB (the size where glibc's memcpy turns to
+    ``rep movsb``) while this one loads every word: each word read is one of the patterns."""
+    _word_stores()
+    memory = mmap.mmap(-1, 4096)
+    child = multiprocessing.get_context("fork").Process(target=_store_patterns, args=(memory, 20000))
+    child.start()
+    words = np.frombuffer(memory, np.int64)
+    seen: set[int] = set()
+    while child.is_alive():
+        seen.update(np.unique(load_words(words)).tolist())
+    child.join(100)
+    assert child.exitcode == 0
+    assert seen <= {0, -1, 0x5555555555555555}, sorted(seen)
 
 
 def test_a_missing_library_gives_none() -> None:

@@ -8,10 +8,14 @@
  *
  * Values are taken modulo 2**64 and read back as signed: the words wrap like int64, as they do
  * through ctypes.  The interpreter lock is held throughout: one instruction needs no letting go.
+ *
+ * One more, which the ctypes form has no counterpart of: store_words, a small put as word stores
+ * into a peer's mapped memory (without it, puts stay MPI's).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static int
 word_arg(PyObject *arg, int64_t **word)
@@ -110,6 +114,52 @@ fetch_max(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLongLong(old);
 }
 
+/* store_words(destination, offset, source): the bytes of ``source`` into ``destination`` from
+ * byte ``offset`` on (both C-contiguous buffers, the destination writable), each aligned 8-byte
+ * word by one store of its own.  A put into a peer's memory mapped here, where the peer's readers
+ * may load a word while it lands (a signal's words, LL words): a copy by memcpy may move a word
+ * in pieces (``rep movsb``, overlapping vector moves), one word store never does.  Unaligned
+ * copies (no words to keep whole) are a memcpy. */
+static PyObject *
+store_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "store_words() takes (destination, offset, source)");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer out, in;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &in, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    if (offset < 0 || offset > out.len || in.len > out.len - offset) {
+        PyErr_Format(PyExc_ValueError, "store_words(): %zd bytes at offset %zd do not fit %zd",
+                     in.len, offset, out.len);
+        PyBuffer_Release(&in);
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    char *to = (char *)out.buf + offset;
+    const char *from = (const char *)in.buf;
+    if ((((uintptr_t)to | (uintptr_t)from | (uintptr_t)in.len) & 7) == 0) {
+        int64_t *words = (int64_t *)to;
+        const int64_t *values = (const int64_t *)from;
+        for (Py_ssize_t i = 0; i < in.len / 8; i++)
+            __atomic_store_n(&words[i], values[i], __ATOMIC_RELAXED);
+    }
+    else {
+        memcpy(to, from, (size_t)in.len);
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"exchange", (PyCFunction)(void (*)(void))exchange, METH_FASTCALL,
      "exchange(address, value, order=5): store value; the old value."},
@@ -120,6 +170,9 @@ static PyMethodDef methods[] = {
      "old value either way."},
     {"fetch_max", (PyCFunction)(void (*)(void))fetch_max, METH_FASTCALL,
      "fetch_max(address, value): raise the word to value if it is below; the old value."},
+    {"store_words", (PyCFunction)(void (*)(void))store_words, METH_FASTCALL,
+     "store_words(destination, offset, source): the bytes of source into destination from byte "
+     "offset on, each aligned 8-byte word by one store."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -115,6 +115,21 @@ def load_compiled() -> Atomics | None:
     return _native.compiled_extension(COMPILED)  # type: ignore[return-value]
 
 
+class WordStores(Protocol):
+    """``store_words(destination, offset, source)``: the bytes of ``source`` into ``destination``
+    (C-contiguous buffers) from byte ``offset`` on, each aligned 8-byte word by one store — a
+    peer reading a word while it lands sees it before or after, never half of each."""
+
+    def __call__(self, destination: object, offset: int, source: object, /) -> None: ...
+
+
+def load_word_stores() -> WordStores | None:
+    """The compiled form's ``store_words``, or None (the ctypes form has none: a copy through
+    ``ctypes.memmove`` promises nothing per word)."""
+    compiled = _native.compiled_extension(COMPILED)
+    return None if compiled is None else compiled.store_words  # type: ignore[no-any-return]
+
+
 def load() -> Atomics | None:
     """The fastest atomics there are here (see the module's docstring), or None."""
     return load_compiled() or load_library()

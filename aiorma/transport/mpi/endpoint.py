@@ -43,7 +43,7 @@ from ..in_flight import keep_until_exit
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
-from .cpu_atomics import SEQ_CST, Atomics
+from .cpu_atomics import SEQ_CST, Atomics, WordStores, load_word_stores
 from .cpu_atomics import load as load_cpu_atomics
 from .cross_memory import ReadFailed
 from .cross_memory import probe as probe_cross_memory
@@ -53,6 +53,12 @@ from .windows import MpiWindow, open_window
 from .workers import Workers
 
 _NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
+
+#: Puts up to this size into a peer's memory mapped here are word stores by this thread
+#: (``store_words``, ~0.3 µs for 8 bytes, where ``Rput`` and its ``Test`` take ~3 and the flush
+#: after them a ``Flush`` instead of a ``Win_sync``); larger ones stay MPI's, whose copy is as
+#: fast and whose call no longer counts.
+STORED_PUT_BYTES = 16 << 10
 
 
 def _writable(origin: np.ndarray) -> np.ndarray:
@@ -105,6 +111,8 @@ class MpiEndpoint:
         # served by the target's progress.  Words a peer reads while they are written (control
         # words, signals) are accumulates there either way (stores_words_whole).
         self._passive_puts = settings.inline
+        # Small puts into a peer's memory mapped here as word stores (off with AIORMA_INLINE=0).
+        self._store_words: WordStores | None = load_word_stores() if settings.inline else None
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
@@ -237,8 +245,9 @@ class MpiEndpoint:
         """Start ``op``; True when it is already locally complete.
 
         Into allocated memory, puts and gets need no CPU of the target's: on this node a get is
-        a copy out of its memory, mapped here (``Win_shared_query``), a put an ``Rput`` (shared
-        memory carries it); on another node ``Rput``/``Rget``, which the network delivers
+        a copy out of its memory, mapped here (``Win_shared_query``), a small put word stores into
+        it (``store_words`` of the compiled CPU atomics; without them an ``Rput``), a larger put
+        an ``Rput`` (shared memory carries it); on another node ``Rput``/``Rget``, which the network delivers
         (docs/benchmarks.md, *Off-node at the network's speed ...*), so a later ``Flush``
         completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
@@ -258,11 +267,24 @@ class MpiEndpoint:
             if memory is not None and kind is RmaKind.GET:
                 # The target's memory is mapped here: the get is a copy by this thread, complete
                 # on return, without MPICH's RMA path (~1 µs alone, ~7 inside an epoch's call).
-                # Puts stay MPI's: MPICH's memcpy moves aligned words whole, which aiorma's own
-                # readers of words landing in their memory rely on (a signal's words on its
-                # general path, LL words); numpy's copies do not promise it (a numpy copy of two
-                # words was once seen tearing one).
+                # A put is not a numpy copy: aiorma's own readers of words landing in their
+                # memory (a signal's words on its general path, LL words) rely on each word
+                # written whole, which numpy's copies do not promise (a numpy copy of two words
+                # was once seen tearing one); word stores below, else MPI's.
                 copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
+                return True
+            store_words = self._store_words
+            if (
+                memory is not None
+                and kind is RmaKind.PUT
+                and store_words is not None
+                and not window.owns_datatype
+                and op.origin.nbytes <= STORED_PUT_BYTES  # type: ignore[union-attr]
+            ):
+                # The same for a small put: stores by this thread, each word whole (a peer may
+                # read it as it lands), complete on return; the flush after it is a memory
+                # barrier (Win_sync), not MPI's Flush: nothing of MPI's is in flight for it.
+                store_words(memory, op.disp * memory.itemsize, op.origin)
                 return True
             self._issued_since_flush.add((win_id, target))
             # The hot case, without the general path's bookkeeping: shared memory, one request.
