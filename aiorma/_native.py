@@ -56,6 +56,8 @@ MODULES: tuple[str, ...] = (
     "aiorma._core.await_policy",
     "aiorma._core.driver",
     "aiorma.transport.mpi.endpoint",
+    "aiorma.transport.mpi.windows",
+    "aiorma.transport.presence",
 )
 
 #: Extensions written in C, by module name: their sources, relative to the package.  Built with

@@ -5,7 +5,7 @@ array) and the *control* window (always ``Win.Allocate``: ``P``-sized int64 coun
 
 from __future__ import annotations
 
-import attrs
+import attr
 import numpy as np
 from mpi4py import MPI
 
@@ -15,7 +15,8 @@ from ..window_lifecycle import exclusive
 from .datatypes import mpi_datatype
 
 
-@attrs.define(eq=False)
+# attr.s, not attrs.define: the module is compiled (aiorma._native), and mypyc compiles the former.
+@attr.s(auto_attribs=True, eq=False)
 class MpiWindow:
     win_id: int
     win: MPI.Win
