@@ -247,9 +247,9 @@ class MpiEndpoint:
         Into allocated memory, puts and gets need no CPU of the target's: on this node a get is
         a copy out of its memory, mapped here (``Win_shared_query``), a small put word stores into
         it (``store_words`` of the compiled CPU atomics; without them an ``Rput``), a larger put
-        an ``Rput`` (shared memory carries it); on another node ``Rput``/``Rget``, which the network delivers
-        (docs/benchmarks.md, *Off-node at the network's speed ...*), so a later ``Flush``
-        completes them in a round trip.  Ops
+        an ``Rput`` (shared memory carries it); on another node ``Rput``/``Rget``, which the
+        network delivers (docs/benchmarks.md, *Off-node at the network's speed ...*), so a later
+        ``Flush`` completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
         active-message path), anything into ``win_create`` memory — are requests whose
         completion means *remote* completion (a put or accumulate becomes ``Rget_accumulate``,
@@ -264,28 +264,27 @@ class MpiEndpoint:
         kind = op.kind
         if window.allocated and self._passive[target] and kind is not RmaKind.COMPARE_AND_SWAP:
             memory = window.shared[target]
-            if memory is not None and kind is RmaKind.GET:
-                # The target's memory is mapped here: the get is a copy by this thread, complete
-                # on return, without MPICH's RMA path (~1 µs alone, ~7 inside an epoch's call).
-                # A put is not a numpy copy: aiorma's own readers of words landing in their
-                # memory (a signal's words on its general path, LL words) rely on each word
-                # written whole, which numpy's copies do not promise (a numpy copy of two words
-                # was once seen tearing one); word stores below, else MPI's.
-                copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
-                return True
-            store_words = self._store_words
-            if (
-                memory is not None
-                and kind is RmaKind.PUT
-                and store_words is not None
-                and not window.owns_datatype
-                and op.origin.nbytes <= STORED_PUT_BYTES  # type: ignore[union-attr]
-            ):
-                # The same for a small put: stores by this thread, each word whole (a peer may
-                # read it as it lands), complete on return; the flush after it is a memory
-                # barrier (Win_sync), not MPI's Flush: nothing of MPI's is in flight for it.
-                store_words(memory, op.disp * memory.itemsize, op.origin)
-                return True
+            if memory is not None:
+                # The target's memory is mapped here: a get is a copy by this thread, a small put
+                # stores by it, complete on return, without MPICH's RMA path (~1 µs alone, ~7
+                # inside an epoch's call).
+                if kind is RmaKind.GET:
+                    copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
+                    return True
+                store_words = self._store_words
+                if (
+                    kind is RmaKind.PUT
+                    and store_words is not None
+                    and not window.owns_datatype
+                    and op.origin.nbytes <= STORED_PUT_BYTES  # type: ignore[union-attr]
+                ):
+                    # Word stores, not a copy: aiorma's own readers of words landing in their
+                    # memory (a signal's words on its general path, LL words) rely on each word
+                    # written whole, which numpy's copies do not promise (a numpy copy of two
+                    # words was once seen tearing one).  The flush after it is a memory barrier
+                    # (Win_sync), not MPI's Flush: nothing of MPI's is in flight for it.
+                    store_words(memory, op.disp * memory.itemsize, op.origin)
+                    return True
             self._issued_since_flush.add((win_id, target))
             # The hot case, without the general path's bookkeeping: shared memory, one request.
             dt = window.datatype
