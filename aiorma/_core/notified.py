@@ -87,7 +87,7 @@ class NotifiedAccess:
         self._counts = window.counts
         self._driver = driver
         self._endpoint = endpoint
-        self._inline = inline
+        self._inline_allowed = inline
         self._check_open = check_open
         self._plain = plain
         self._check_span = check_span
@@ -128,7 +128,7 @@ class NotifiedAccess:
         array: the window's own :meth:`_plain` test) and everything issued to ``target`` is
         complete there (already, or by a flush answered inside the call), the transport's
         put-and-flush (True).  False changed nothing."""
-        if not self._inline:
+        if not self._inline_allowed:
             return False
         if type(value) is int:
             return (
@@ -173,9 +173,9 @@ class NotifiedAccess:
         self._check_open()
         if (
             op is SIGNAL_SET
-            and self._inline
+            and self._inline_allowed
             and signal is not None
-            and signal._inline
+            and signal._inline_allowed
             and not signal._signals_pending
             and self._plain(origin, target, disp)
             and signal._signal_plain(target, index, value)

@@ -88,11 +88,6 @@ class Send:
     via_slots: bool = False
 
 
-def _copies_only(receive: Receive, _attribute: object, blocks: Blocks) -> None:
-    if blocks is not None and receive.into is not None:
-        raise ValueError("a receive that combines takes whole buffers, not blocks")
-
-
 @attrs.frozen
 class Receive:
     """Take a message from ``peer`` the size of buffer ``part`` (or of its ``blocks``).
@@ -106,12 +101,16 @@ class Receive:
     into: int | None = None
     incoming_higher: bool = False
     forward: tuple[int, ...] = ()
-    blocks: Blocks = attrs.field(default=None, validator=_copies_only)
+    blocks: Blocks = None
     #: Take it from the landing slots even where it could travel in one copy (a gather's root,
     #: which takes many messages at once: senders filling slots in parallel beat the root reading
     #: each sender in turn); the matching :class:`Send` says so too.  A receive that combines
     #: always takes the slots.
     via_slots: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.blocks is not None and self.into is not None:
+            raise ValueError("a receive that combines takes whole buffers, not blocks")
 
 
 @attrs.frozen
@@ -143,11 +142,10 @@ class Program:
     result: int = OUT
     #: SCRATCH's size in blocks (bytes, as many blocks as bound with); None: an array like OUT.
     scratch_blocks: int | None = None
-    #: Whether the program uses SCRATCH (bind makes the array).
-    scratch: bool = attrs.field(init=False)
 
-    @scratch.default
-    def _uses_scratch(self) -> bool:
+    @property
+    def scratch(self) -> bool:
+        """Whether the program uses SCRATCH (bind makes the array)."""
         parts = {self.result}
         for step in self.rounds:
             parts.update(send.part for send in step.sends)

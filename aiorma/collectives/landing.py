@@ -661,7 +661,7 @@ class Landing:
     async def _sent_then_copied(self, sent: Awaitable[None], dst: int, read: int, data: np.ndarray) -> None:
         await sent
         await self.watcher.wait(self.CREDIT + dst, read)
-        del data  # referenced until here (this frame holds it): dst reads it
+        assert data is not None  # referenced until here (this frame holds it): dst reads it
 
     def _recv_reference(self, src: int, nbytes: int, consume: Into) -> Awaitable[None]:
         """Receive a single-copy message: take the chunk saying where it is through the slots

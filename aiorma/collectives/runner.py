@@ -86,6 +86,11 @@ class SerialRunner:
         self._last = None
         self._queue.append((factory, None))
         self._run(None)
+        return self._made_future()
+
+    def _made_future(self) -> asyncio.Future[Any] | None:
+        # A method, not ``self._last`` read in start(): the type checker (and so the compiled
+        # code) would keep start()'s ``self._last = None`` as known, though _run changed it.
         return self._last
 
     async def drain(self) -> None:

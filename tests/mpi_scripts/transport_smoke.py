@@ -251,15 +251,29 @@ async def main(out_dir: Path) -> None:
     # Words a peer reads while they land go in runs of at most WHOLE_RUN words (a long copy may
     # tear a word even in shared memory), and only where a put keeps them whole at all.
     # On this node the words are stored into the peer's memory, mapped here (no Put at all),
-    # one element store each (a numpy copy of two words was seen tearing one).
+    # one aligned 8-byte store each (a numpy copy of two words was seen tearing one): the C
+    # extension's store_words where the build left it, else one element store each.
     window = ep._windows[UNWATCHED]
     win, window.win = window.win, RecordingWin(window.win)
     shared = window.shared[right]
-    if shared is not None:
+    store_words = ep._store_words
+    word_stores: list[tuple[int, list[int]]] = []
+    if shared is not None and store_words is not None:
+
+        def recording_store_words(destination: np.ndarray, offset: int, source: np.ndarray) -> None:
+            word_stores.append((offset, source.tolist()))
+            store_words(destination, offset, source)
+
+        ep._store_words = recording_store_words
+    elif shared is not None:
         window.shared[right] = RecordingMemory(shared)
     words = np.arange(5, dtype="i8") + 1000 * rank
     written = ep.put_words_flushed(UNWATCHED, right, 0, words)
-    if shared is not None:
+    if shared is not None and store_words is not None:
+        assert written and window.win.calls == ["Sync"], window.win.calls
+        assert word_stores == [(0, words.tolist())], word_stores
+        ep._store_words = store_words
+    elif shared is not None:
         stores = window.shared[right].stores
         assert written and window.win.calls == ["Sync"] and stores == [1] * 5, (window.win.calls, stores)
         window.shared[right] = shared

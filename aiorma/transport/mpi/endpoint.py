@@ -36,7 +36,7 @@ from mpi4py import MPI
 from ..._core.memcopy import copy_bytes
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
-from ...errors import PeerFailed, TransportError
+from ...errors import PeerFailed, RmaFailure, TransportError
 from ..base import WHOLE_RUN, PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
 from ..busy_progress import BusyProgress
 from ..in_flight import keep_until_exit
@@ -557,10 +557,15 @@ class MpiEndpoint:
                 # so these stores land after it; Win_sync is MPI's memory barrier for memory
                 # shared this way: what a later store (a flag) publishes is visible first.
                 if words:
-                    # Words read while they land: one element store each (a single aligned
-                    # 8-byte store), where a copy of several may be made in smaller pieces.
-                    for i, word in enumerate(data.tolist()):
-                        memory[disp + i] = word
+                    # Words read while they land: one aligned 8-byte store each (the compiled
+                    # store_words, or one element store each), where a copy of several may be
+                    # made in smaller pieces.
+                    store_words = self._store_words
+                    if store_words is not None and memory.itemsize == 8:
+                        store_words(memory, disp * 8, data)
+                    else:
+                        for i, word in enumerate(data.tolist()):
+                            memory[disp + i] = word
                 else:
                     copy_bytes(memory[disp : disp + data.size], data)
                 win.Sync()
@@ -748,10 +753,11 @@ class MpiEndpoint:
         if self._busy is not None:
             self._busy.polled_at = time.monotonic()
         active = False
-        with map_transport_errors("poll"):
+        # try/except as map_transport_errors would: this call runs a few times per RMA call, and
+        # that class's three calls are the interpreter's, this function is compiled.
+        try:
             # Drives MPI progress, which MPICH's peers may need (docs/architecture.md, *Progress and
-            # waiting*); nothing is ever
-            # sent on this communicator, so it never matches.
+            # waiting*); nothing is ever sent on this communicator, so it never matches.
             self._probe_comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
             if self._pending:
                 active |= self._test_pending()
@@ -777,6 +783,10 @@ class MpiEndpoint:
                     window.seen = raw
                     sink.control_changed(win_id)
                     active = True
+        except RmaFailure:
+            raise
+        except Exception as exc:
+            raise TransportError(f"poll: {exc}") from exc
         return active
 
     def _peer_lost(self, rank: int, cause: BaseException | None = None) -> None:
