@@ -59,7 +59,7 @@ MODULES: tuple[str, ...] = (
     "aiorma.transport.mpi.windows",
     "aiorma.transport.presence",
     # A small collective's path: its exchange program and runner, the landing slots and LL words,
-    # notified access (every message and flag is a signal), the rank's waiter and doorbell.
+    # notified access (every message and flag is a signal), the rank's waiter, watchers, doorbell.
     # Compiled alone they bought nothing; beside a compiled Window, 0.75-0.95 x the time of an
     # 8-byte collective at 2 ranks (docs/benchmarks.md, *The collectives' path compiled*).
     "aiorma.collectives.exchange",
@@ -69,6 +69,7 @@ MODULES: tuple[str, ...] = (
     "aiorma.collectives.reduce_ops",
     "aiorma._core.notified",
     "aiorma._core.waiter",
+    "aiorma._core.watch",
     "aiorma.transport.mpi.doorbell",
 )
 

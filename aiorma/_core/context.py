@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import asyncio
@@ -54,10 +54,16 @@ class ProgressEntry:
         self.progress = progress
 
 
-class Checking(Protocol):
-    """A memory watcher (aiorma._core.watch.MemoryWatcher)."""
+class WatchEntry:
+    """A memory watcher's entry in :attr:`Context.watchers`: its loop and its ``check``.  Owned
+    by the watcher (aiorma._core.watch.MemoryWatcher) and weakly referenced by the context, so it
+    goes with the watcher; the compiled watcher itself cannot be weakly referenced."""
 
-    def check(self) -> bool: ...
+    __slots__ = ("__weakref__", "check", "loop")
+
+    def __init__(self, check: Callable[[], bool], loop: asyncio.AbstractEventLoop) -> None:
+        self.check = check
+        self.loop = loop
 
 
 class Context:
@@ -79,10 +85,10 @@ class Context:
         #: connection's driver goes with it).  Added by ``ProgressDriver.__init__``
         #: (aiorma._core.driver), read by :func:`aiorma.progress`.
         self.drivers: weakref.WeakSet[ProgressEntry] = weakref.WeakSet()
-        #: The memory watchers of this thread's windows (weakly).  Added and removed by
-        #: ``MemoryWatcher`` (aiorma._core.watch), read by ``poke_all`` (which the in-process
-        #: transport calls after a write lands) to re-check them.
-        self.watchers: weakref.WeakSet[Checking] = weakref.WeakSet()
+        #: The memory watchers of this thread's windows, as their entries (weakly).  Added and
+        #: removed by ``MemoryWatcher`` (aiorma._core.watch), read by ``poke_all`` (which the
+        #: in-process transport calls after a write lands) to re-check them.
+        self.watchers: weakref.WeakSet[WatchEntry] = weakref.WeakSet()
         #: Loops with a re-check of the watchers scheduled (weakly: a loop closed before it ran
         #: must not be kept alive).  Written and read by ``poke_all`` and its callback.
         self.poke_scheduled: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()

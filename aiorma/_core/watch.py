@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .context import Context, context
+from .context import Context, WatchEntry, context
 
 _GUARD = 0.05  # non-polling transports: a safety re-check, in case a write was not poked
 
@@ -64,7 +64,7 @@ class MemoryWatcher:
         self.memory = memory
         self._waiter = waiter
         self._loop = asyncio.get_running_loop()
-        self._waits: list[tuple[int, Callable[[Any, Any], Any], Any, asyncio.Future[None]]] = []
+        self._waits: list[tuple[int | slice, Callable[[Any, Any], Any], Any, asyncio.Future[None]]] = []
         self._guard: asyncio.TimerHandle | None = None
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -74,12 +74,19 @@ class MemoryWatcher:
         # waits for may never come).
         waiter.add_source(self)
         self._context: Context = context()  # the loop's thread's, where poke_all finds us
-        self._context.watchers.add(self)
+        self._entry = WatchEntry(self.check, self._loop)
+        self._context.watchers.add(self._entry)
 
     def wait(self, index: int, value: Any, compare: str = ">=") -> asyncio.Future[None]:
         """A future finished once ``memory[index] <compare> value`` (already finished if so)."""
-        test = COMPARISONS[compare]
-        if test(self.memory[index], value):
+        return self.wait_for(index, COMPARISONS[compare], value)
+
+    def wait_for(
+        self, where: int | slice, test: Callable[[Any, Any], Any], value: Any
+    ) -> asyncio.Future[None]:
+        """A future finished once ``test(memory[where], value)`` is true (already finished if
+        so): :meth:`wait`'s comparison of one element, or a test of several words."""
+        if test(self.memory[where], value):
             return self._done
         future: asyncio.Future[None] = self._loop.create_future()
         if self._failure is not None:
@@ -87,7 +94,7 @@ class MemoryWatcher:
             # by something else that finished) must not wait for a peer that is gone.
             future.set_exception(self._failure)
             return future
-        self._waits.append((index, test, value, future))
+        self._waits.append((where, test, value, future))
         if self._waiter.polled:
             self._waiter.wake()
         elif self._guard is None:
@@ -138,7 +145,7 @@ class MemoryWatcher:
             self._guard.cancel()
             self._guard = None
         self._waiter.remove_source(self)
-        self._context.watchers.discard(self)
+        self._context.watchers.discard(self._entry)
 
 
 def poke_all() -> None:
@@ -156,6 +163,6 @@ def poke_all() -> None:
 
 def _check_all(loop: asyncio.AbstractEventLoop, thread: Context) -> None:
     thread.poke_scheduled.discard(loop)
-    for watcher in list(thread.watchers):
-        if isinstance(watcher, MemoryWatcher) and watcher._loop is loop:
-            watcher.check()
+    for entry in list(thread.watchers):
+        if entry.loop is loop:
+            entry.check()

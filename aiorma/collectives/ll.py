@@ -27,7 +27,7 @@ from typing import Final
 import numpy as np
 
 from .._core.memcopy import load_words
-from .._core.watch import _GUARD, MemoryWatcher
+from .._core.watch import MemoryWatcher
 
 _LITTLE = sys.byteorder == "little"
 # Where the payload and the flag sit among a word's two uint32 halves in memory: the flag is the
@@ -149,15 +149,4 @@ class SlotWatcher(MemoryWatcher):
     def wait_slot(self, lo: int, hi: int, flag: int) -> asyncio.Future[None]:
         """A future finished once every word of ``memory[lo:hi]`` carries ``flag`` (a hint:
         :func:`decode` decides, on its own copy of the words)."""
-        if _landed(self.memory[lo:hi], flag):
-            return self._done
-        future: asyncio.Future[None] = self._loop.create_future()
-        if self._failure is not None:
-            future.set_exception(self._failure)
-            return future
-        self._waits.append((slice(lo, hi), _landed, flag, future))  # type: ignore[arg-type]
-        if self._waiter.polled:
-            self._waiter.wake()
-        elif self._guard is None:
-            self._guard = self._loop.call_later(_GUARD, self._guard_check)
-        return future
+        return self.wait_for(slice(lo, hi), _landed, flag)
