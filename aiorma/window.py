@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Iterable
-from typing import Any, SupportsIndex, cast
+from typing import Any, Final, SupportsIndex, cast
 
 import numpy as np
 
@@ -25,6 +25,12 @@ from .errors import CommClosedError, RmaRangeError, RmaTypeError, RmaUsageError,
 from .ops import check_accumulate_dtype, check_compare_dtype
 from .request import EpochRequest, Request
 from .transport.base import Endpoint, RmaKind, RmaOp
+
+# RMA kinds as module constants: on Python 3.11 every ``RmaKind.PUT`` read goes through the enum
+# metaclass's ``__getattr__`` hook; compiled, a Final name is a C variable.
+_PUT: Final = RmaKind.PUT
+_GET: Final = RmaKind.GET
+_ACCUMULATE: Final = RmaKind.ACCUMULATE
 
 
 class Window:
@@ -268,21 +274,19 @@ class Window:
         if self._plain(origin, target, disp):
             self._check_open()
             # (_plain found target and disp plain ints: the casts are for the type checker)
-            return self._rma(RmaOp(RmaKind.PUT, cast(int, target), cast(int, disp), origin), "put")
+            return self._rma(RmaOp(_PUT, cast(int, target), cast(int, disp), origin), "put")
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
-        return self._rma(RmaOp(RmaKind.PUT, target, disp, origin=data), "put")
+        return self._rma(RmaOp(_PUT, target, disp, origin=data), "put")
 
     def get(self, result: np.ndarray, target: SupportsIndex, disp: SupportsIndex = 0) -> Request:
         """Read ``result.size`` elements of ``target``'s window at ``disp`` into ``result``."""
         if self._plain(result, target, disp) and result.flags.writeable:
             self._check_open()
-            return self._rma(
-                RmaOp(RmaKind.GET, cast(int, target), cast(int, disp), result=result), "get", result
-            )
+            return self._rma(RmaOp(_GET, cast(int, target), cast(int, disp), result=result), "get", result)
         result, out = self._result(result)
         target, disp = self._check_span(target, disp, out.size)
-        return self._rma(RmaOp(RmaKind.GET, target, disp, result=out), "get", result)
+        return self._rma(RmaOp(_GET, target, disp, result=out), "get", result)
 
     def accumulate(
         self, origin: Any, target: SupportsIndex, disp: SupportsIndex = 0, op: Op = Op.SUM
@@ -290,13 +294,13 @@ class Window:
         """Combine ``origin`` into the target with ``op``, atomically per element."""
         if type(op) is Op and op in self._accumulate_ops and self._plain(origin, target, disp):
             self._check_open()
-            plain = RmaOp(RmaKind.ACCUMULATE, cast(int, target), cast(int, disp), origin=origin, op=op)
+            plain = RmaOp(_ACCUMULATE, cast(int, target), cast(int, disp), origin=origin, op=op)
             return self._rma(plain, "accumulate")
         operation = self._op(op, allow_no_op=False)
         self._accumulate_ops.add(operation)
         data = self._origin(origin)
         target, disp = self._check_span(target, disp, data.size)
-        return self._rma(RmaOp(RmaKind.ACCUMULATE, target, disp, origin=data, op=operation), "accumulate")
+        return self._rma(RmaOp(_ACCUMULATE, target, disp, origin=data, op=operation), "accumulate")
 
     def get_accumulate(
         self, origin: Any, result: np.ndarray, target: SupportsIndex, disp: SupportsIndex = 0, op: Op = Op.SUM

@@ -28,7 +28,7 @@ import errno
 import socket
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import numpy as np
 from mpi4py import MPI
@@ -52,7 +52,14 @@ from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
 from .workers import Workers
 
-_NETWORK_KINDS = frozenset((RmaKind.PUT, RmaKind.GET))
+# The members used per call as module constants: on Python 3.11 every ``_PUT`` read goes
+# through the enum metaclass's ``__getattr__`` hook (about 0.2 µs, five times a plain class
+# attribute); compiled, a Final name is a C variable.
+_PUT: Final = RmaKind.PUT
+_GET: Final = RmaKind.GET
+_ACCUMULATE: Final = RmaKind.ACCUMULATE
+_COMPARE_AND_SWAP: Final = RmaKind.COMPARE_AND_SWAP
+_NETWORK_KINDS = frozenset((_PUT, _GET))
 
 #: Puts up to this size into a peer's memory mapped here are word stores by this thread
 #: (``store_words``, ~0.3 µs for 8 bytes, where ``Rput`` and its ``Test`` take ~3 and the flush
@@ -262,18 +269,18 @@ class MpiEndpoint:
         window = self._windows[win_id]
         target = op.target
         kind = op.kind
-        if window.allocated and self._passive[target] and kind is not RmaKind.COMPARE_AND_SWAP:
+        if window.allocated and self._passive[target] and kind is not _COMPARE_AND_SWAP:
             memory = window.shared[target]
             if memory is not None:
                 # The target's memory is mapped here: a get is a copy by this thread, a small put
                 # stores by it, complete on return, without MPICH's RMA path (~1 µs alone, ~7
                 # inside an epoch's call).
-                if kind is RmaKind.GET:
+                if kind is _GET:
                     copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
                     return True
                 store_words = self._store_words
                 if (
-                    kind is RmaKind.PUT
+                    kind is _PUT
                     and store_words is not None
                     and not window.owns_datatype
                     and op.origin.nbytes <= STORED_PUT_BYTES  # type: ignore[union-attr]
@@ -290,11 +297,11 @@ class MpiEndpoint:
             dt = window.datatype
             spec = (op.disp, op.count * window.units, dt)
             try:
-                if kind is RmaKind.PUT:
+                if kind is _PUT:
                     request = window.win.Rput([op.origin, dt], target, spec)
-                elif kind is RmaKind.GET:
+                elif kind is _GET:
                     request = window.win.Rget([op.result, dt], target, spec)
-                elif kind is RmaKind.ACCUMULATE:
+                elif kind is _ACCUMULATE:
                     request = window.win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
                 else:  # GET_ACCUMULATE, FETCH_AND_OP; NO_OP leaves the origin out, MPI wants one
                     origin = op.origin
@@ -316,7 +323,7 @@ class MpiEndpoint:
             # Another node's allocated memory: passive for puts and gets (see the docstring).
             spec = (op.disp, op.count * window.units, dt)
             try:
-                if kind is RmaKind.PUT:
+                if kind is _PUT:
                     request = win.Rput([op.origin, dt], target, spec)
                     self._unflushed.add(key)
                 else:
@@ -331,7 +338,7 @@ class MpiEndpoint:
         if not inline:
             self._doorbell.ring(target)
         with map_transport_errors("issue", op.kind):
-            if op.kind is RmaKind.COMPARE_AND_SWAP:
+            if op.kind is _COMPARE_AND_SWAP:
                 # No request-based form: blocking for a microsecond into shared memory, else in
                 # the worker thread.
                 def cas() -> None:
@@ -367,17 +374,17 @@ class MpiEndpoint:
         win, dt, target = window.win, window.datatype, op.target
         spec = (op.disp, op.count * window.units, dt)
         keep: object = op  # holds origin/result arrays until completion
-        if op.kind is RmaKind.GET:
+        if op.kind is _GET:
             request = win.Rget([op.result, dt], target, spec)
-        elif op.kind in (RmaKind.PUT, RmaKind.ACCUMULATE) and remote_completion:
+        elif op.kind in (_PUT, _ACCUMULATE) and remote_completion:
             scratch = np.empty_like(op.origin)
             origin = _writable(op.origin)
             keep = (op, scratch, origin)
-            mpi_op = MPI.REPLACE if op.kind is RmaKind.PUT else MPI_OPS[op.op]
+            mpi_op = MPI.REPLACE if op.kind is _PUT else MPI_OPS[op.op]
             request = win.Rget_accumulate([origin, dt], [scratch, dt], target, spec, mpi_op)
-        elif op.kind is RmaKind.PUT:
+        elif op.kind is _PUT:
             request = win.Rput([op.origin, dt], target, spec)
-        elif op.kind is RmaKind.ACCUMULATE:
+        elif op.kind is _ACCUMULATE:
             request = win.Raccumulate([op.origin, dt], target, spec, MPI_OPS[op.op])
         else:  # GET_ACCUMULATE, FETCH_AND_OP (count 1)
             # NO_OP ignores the origin, which the window may leave out; MPI still wants one.
