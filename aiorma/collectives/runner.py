@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 from .._core.context import context
 from ..errors import CollectiveStreamBroken
@@ -40,6 +40,11 @@ class ResultError(Exception):
         self.cause = cause
 
 
+#: What a job's ``step()`` returns when the job has finished, where its ``send`` would raise
+#: ``StopIteration`` (see ``SerialRunner._stepper``).
+FINISHED: Final = object()
+
+
 class SerialRunner:
     """Run jobs strictly in submission order; each job's future carries its result or error."""
 
@@ -48,6 +53,9 @@ class SerialRunner:
         # A job's future is None until someone needs it (see start()).
         self._queue: deque[tuple[JobFactory, asyncio.Future[Any] | None]] = deque()
         self._coro: Coroutine[Any, Any, Any] | None = None
+        # The job's ``step`` where it has one (an exchange program): send() without raising
+        # StopIteration at the end (it returns FINISHED instead).
+        self._stepper: Callable[[], Any] | None = None
         self._future: asyncio.Future[Any] | None = None
         self._stepping = False
         self.failure: BaseException | None = None
@@ -132,6 +140,7 @@ class SerialRunner:
                     factory, self._future = self._queue.popleft()
                     try:
                         self._coro = factory()
+                        self._stepper = getattr(self._coro, "step", None)
                     except BaseException as exc:
                         self._future_of_job()
                         self._fail(exc)
@@ -155,16 +164,12 @@ class SerialRunner:
         thread.runner_depth += 1  # Requests awaited in the job yield asyncio futures, to us, even under trio
         try:
             try:
-                yielded = coro.send(None)
+                stepper = self._stepper
+                yielded = coro.send(None) if stepper is None else stepper()
             finally:
                 thread.runner_depth -= 1
         except StopIteration as stop:
-            if self._future is not None or stop.value is not None:
-                future = self._future_of_job()
-                if not future.done():
-                    future.set_result(stop.value)
-            self._coro = self._future = None
-            return True
+            return self._finished(stop.value)
         except ResultError as failed:
             future = self._future_of_job()
             self._coro = self._future = None
@@ -176,6 +181,8 @@ class SerialRunner:
             self._coro = None
             self._fail(exc)
             return True
+        if yielded is FINISHED:
+            return self._finished(None)
         self._future_of_job()  # the job waits: its Request needs the future
         if yielded is None:  # a bare yield (asyncio.sleep(0)): resume on the next loop turn
             self._loop.call_soon(self._run, None)
@@ -189,6 +196,16 @@ class SerialRunner:
             self._fail(RuntimeError(f"a collective awaited {yielded!r}, which is not an asyncio future"))
             return True
         return False
+
+    def _finished(self, value: Any) -> bool:
+        """The current job returned ``value``: its future (if it has one, or a value needs one)
+        gets it; True (the next job may start)."""
+        if self._future is not None or value is not None:
+            future = self._future_of_job()
+            if not future.done():
+                future.set_result(value)
+        self._coro = self._future = None
+        return True
 
     def fail(self, make_error: Callable[[], BaseException]) -> list[asyncio.Future[Any]]:
         """A peer failed: every later collective gets a failed Request at once, and the queued
