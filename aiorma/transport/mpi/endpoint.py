@@ -52,7 +52,7 @@ from .doorbell import RERING_INTERVAL, Doorbell, open_doorbells
 from .windows import MpiWindow, open_window
 from .workers import Workers
 
-# The members used per call as module constants: on Python 3.11 every ``_PUT`` read goes
+# The members used per call as module constants: on Python 3.11 every ``RmaKind.PUT`` read goes
 # through the enum metaclass's ``__getattr__`` hook (about 0.2 µs, five times a plain class
 # attribute); compiled, a Final name is a C variable.
 _PUT: Final = RmaKind.PUT
