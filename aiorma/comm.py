@@ -414,34 +414,38 @@ class Comm:
         _object_args("alltoall", [recv], [], {"algorithm": algorithm})
         return self.objects.alltoall(send)
 
-    async def _start(self) -> None:
-        await self.world.start()
-        self._collectives = await Collectives.start(self.world)
-
-    async def _close(self) -> None:
-        """Collective.  Every rank first learns how many collectives each called: when they differ,
-        some collective can never complete (a rank gave up awaiting one its peers never called),
-        and the close raises :class:`CollectiveMismatch` on every rank instead of waiting for
-        ever; the caller then leaves without anything collective."""
-        collectives, self._collectives = self._collectives, None
-        counts = await self.world.closing(collectives.runner.submitted if collectives is not None else 0)
-        if len(set(counts)) > 1:
-            if collectives is not None:  # unfinished, and nobody may await them any more
-                mark_retrieved(collectives.fail(lambda: CollectiveMismatch(counts)))
-            raise CollectiveMismatch(counts)
-        if collectives is not None:
-            await collectives.close()
-        await self.world.close()
-
-    async def _abandon(self, cause: BaseException) -> None:
-        """Leave without anything collective, after ``cause`` (the peers may not be leaving):
-        the unfinished collectives fail quietly (nobody may await them any more), then the
-        World stops its progress and tells the peers."""
-        if self._collectives is not None:
-            mark_retrieved(
-                self._collectives.fail(lambda: TransportError("aiorma was left while this was pending"))
-            )
-        await self.world.abandon(cause)
-
     def __repr__(self) -> str:
         return f"<Comm rank {self.rank} of {self.size}>"
+
+
+async def start_comm(comm: Comm) -> None:
+    """Collective.  Start ``comm``'s World and its collectives (the session that made it)."""
+    await comm.world.start()
+    comm._collectives = await Collectives.start(comm.world)
+
+
+async def close_comm(comm: Comm) -> None:
+    """Collective: close ``comm`` (the session that made it).  Every rank first learns how many
+    collectives each called: when they differ, some collective can never complete (a rank gave
+    up awaiting one its peers never called), and the close raises :class:`CollectiveMismatch` on
+    every rank instead of waiting for ever; the caller then leaves without anything collective."""
+    collectives, comm._collectives = comm._collectives, None
+    counts = await comm.world.closing(collectives.runner.submitted if collectives is not None else 0)
+    if len(set(counts)) > 1:
+        if collectives is not None:  # unfinished, and nobody may await them any more
+            mark_retrieved(collectives.fail(lambda: CollectiveMismatch(counts)))
+        raise CollectiveMismatch(counts)
+    if collectives is not None:
+        await collectives.close()
+    await comm.world.close()
+
+
+async def abandon_comm(comm: Comm, cause: BaseException) -> None:
+    """Leave without anything collective, after ``cause`` (the peers may not be leaving):
+    the unfinished collectives fail quietly (nobody may await them any more), then the
+    World stops its progress and tells the peers."""
+    if comm._collectives is not None:
+        mark_retrieved(
+            comm._collectives.fail(lambda: TransportError("aiorma was left while this was pending"))
+        )
+    await comm.world.abandon(cause)

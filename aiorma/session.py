@@ -30,7 +30,7 @@ from . import trace as _trace
 from ._core.context import process
 from ._core.host import HostedContext
 from ._core.settings import Settings
-from .comm import Comm
+from .comm import Comm, abandon_comm, close_comm, start_comm
 from .errors import AlreadyConnectedError, CommunicatorError, MpiStateError, RmaUsageError
 from .transport.base import Endpoint
 from .transport.local import LocalNetwork, NoticeDelay, OpDelay
@@ -140,7 +140,7 @@ async def comm_session(
         settings = Settings.from_environment()
     comms = [Comm(endpoint, settings=settings) for endpoint in endpoints]
     try:
-        await asyncio.gather(*(comm._start() for comm in comms))
+        await asyncio.gather(*(start_comm(comm) for comm in comms))
     except BaseException as exc:
         await _abandon(comms, exc)
         raise
@@ -152,7 +152,7 @@ async def comm_session(
             await _abandon(comms, exc)
             raise
         try:
-            await asyncio.gather(*(comm._close() for comm in comms))
+            await asyncio.gather(*(close_comm(comm) for comm in comms))
         except BaseException as exc:  # a failed close (CollectiveMismatch, a peer's failure): alone
             await _abandon(comms, exc)
             raise
@@ -164,7 +164,7 @@ async def _abandon(comms: list[Comm], cause: BaseException) -> None:
     """Stop the ranks' progress without anything collective (the peers may not be leaving),
     telling them why (``cause``)."""
     for comm in comms:
-        await comm._abandon(cause)
+        await abandon_comm(comm, cause)
 
 
 async def _in_thread(fn: Any, *args: Any) -> Any:

@@ -90,7 +90,6 @@ class _FakeWaiter:
     oversubscribed = False
 
     def __init__(self, future: Any) -> None:
-        self._sources = [object()]
         self.future = future
         self.landed = False
         self.checks = 0
@@ -108,7 +107,7 @@ class _FakeDriver:
         self.polls = 0
         self._until = polls_until_landed
 
-    def _poll_turn(self) -> bool:
+    def poll_turn(self) -> bool:
         self.polls += 1
         if self._until is not None and self.polls >= self._until:
             self.waiter.landed = True

@@ -60,7 +60,6 @@ class Sources(Protocol):
     """What the inline poll needs of the rank's :class:`~aiorma._core.waiter.Waiter`."""
 
     oversubscribed: bool
-    _sources: list[Any]
 
     def check_sources(self) -> bool: ...
 
@@ -72,7 +71,7 @@ class Polling(Protocol):
     @property
     def waiter(self) -> Sources: ...
 
-    def _poll_turn(self) -> bool: ...
+    def poll_turn(self) -> bool: ...
 
     def failed(self, error: BaseException) -> None: ...
 
@@ -116,7 +115,7 @@ def wait(
 def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
     """Poll the rank's endpoint and wait sources, for a short bounded time, until ``future`` is
     done (True) or the bound passes (False: suspend on the loop)."""
-    poll, waiter = driver._poll_turn, driver.waiter
+    poll, waiter = driver.poll_turn, driver.waiter
     share_core = waiter.oversubscribed
     deadline = perf_counter() + (INLINE_SHARED_CORE if share_core else INLINE_OWN_CORE)
     # Own memory first (a collective's flags and LL slots, watched words): a few loads, where a
@@ -124,15 +123,13 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
     # without paying a poll.  Then each turn polls and looks at once at what the poll let land
     # (off node, a peer's put may need our progress) — before the core is handed on.
     try:
-        if waiter._sources:
-            waiter.check_sources()
+        waiter.check_sources()
     except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
         driver.failed(exc)
     while not future.done():
         try:
             poll()
-            if waiter._sources:
-                waiter.check_sources()
+            waiter.check_sources()
         except Exception as exc:
             driver.failed(exc)
         if future.done():

@@ -67,7 +67,7 @@ class ProgressDriver:
             settings = Settings.from_environment()
         self.endpoint = endpoint
         self.engines: dict[int, WindowEngine] = {}
-        self.waiter = Waiter(endpoint, self._poll_turn, self.failed, ranks_on_node)
+        self.waiter = Waiter(endpoint, self.poll_turn, self.failed, ranks_on_node)
         self._futures: dict[tuple[int, int], tuple[asyncio.Future[Any], Any]] = {}
         # Tokens finished before anyone asked for their Request (an RMA call that completed at
         # issue, a flush answered at once).  Asked for right after the call that made them, so
@@ -186,7 +186,7 @@ class ProgressDriver:
         descheduled successor) the waiter finishes the release in the background."""
         deadline = time.perf_counter() + _LINK_PATIENCE
         while engine.links_awaited and time.perf_counter() < deadline:
-            self._poll_turn()
+            self.poll_turn()
 
     def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
         """The future that the completion of ``token`` will finish."""
@@ -208,12 +208,13 @@ class ProgressDriver:
         """Poll the transport once, and run everything that follows from it."""
         self.pump()
         if self.endpoint.polled:
-            if self._poll_turn():
+            if self.poll_turn():
                 self.waiter.wake()
-            if self.waiter._sources:
-                self.waiter.check_sources()
+            self.waiter.check_sources()
 
-    def _poll_turn(self) -> bool:
+    def poll_turn(self) -> bool:
+        """Poll the endpoint once and feed the engines what it found; True when it found
+        anything (the waiter's activity, and the inline wait's turn)."""
         active = self.endpoint.poll()
         self.pump()
         return active

@@ -120,6 +120,10 @@ class Waiter:
             source.fail(exc)
 
     def check_sources(self) -> bool:
+        """Look at every wait source once (each finishes what its check found); True when any
+        did.  Cheap when there is none: the inline wait calls it at every turn."""
+        if not self._sources:
+            return False
         fired = False
         for source in list(self._sources):
             fired |= source.check()

@@ -70,7 +70,7 @@ class Collectives:
         self.everyone: list[int] = list(range(self.size))
         #: Cost-model parameters used to choose algorithms (identical on every rank).
         self.model: LogGP = DEFAULT_MPI if landing.polling else DEFAULT_LOCAL
-        self.runner = SerialRunner(landing._loop)
+        self.runner = SerialRunner(asyncio.get_running_loop())
         driver = world.driver
         self._wait_inline = driver.inline_wait
         if landing.polling:
