@@ -134,7 +134,7 @@ class NotifiedAccess:
             return (
                 self._signal_plain(target, index, value)
                 and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
-                and self._endpoint.put_words_flushed(self._win_id, target, index, np.array([value], np.int64))
+                and self._endpoint.put_word_flushed(self._win_id, target, index, value)
             )
         return (
             self._dtype is _INT64
@@ -184,8 +184,7 @@ class NotifiedAccess:
             and self._endpoint.put_flushed(self._win_id, target, disp, origin)
         ):
             # The signal window was checked above and nothing happened on it since.
-            word = np.array([value], np.int64)
-            if signal._endpoint.put_words_flushed(signal._win_id, target, index, word):
+            if signal._endpoint.put_word_flushed(signal._win_id, target, index, value):
                 return Request.finished(None, None, "put_signal")
             return signal.signal(target, index, value, SIGNAL_SET)
         if signal is None:

@@ -461,8 +461,9 @@ class BoundCache:
         kept = self._arguments
         if len(kept) != len(arguments):
             return None
-        for old, new in zip(kept, arguments, strict=True):
-            if old is not new:
+        # (By index: compiled, zip(..., strict=True) is a generic call with a keyword.)
+        for i in range(len(kept)):
+            if kept[i] is not arguments[i]:
                 return None
         return self.bound
 

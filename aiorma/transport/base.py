@@ -182,6 +182,10 @@ class Endpoint(Protocol):
         :data:`WHOLE_RUN` words where a copy could race a reader, then one flush.  True when
         done inside the call; False changed nothing (the caller writes them with accumulates)."""
 
+    def put_word_flushed(self, win_id: int, target: int, disp: int, word: int) -> bool:
+        """:meth:`put_words_flushed` of the one int64 ``word`` (in int64's range): a signal's
+        value, which the caller need not wrap in an array."""
+
     def reads_memory_of(self, peer: int) -> bool:
         """True when :meth:`read_memory` can copy bytes out of any memory of ``peer``'s — a user's
         buffer, not only a window — inside the call: a peer in this process, or on this node

@@ -302,6 +302,9 @@ class LocalEndpoint:
     def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
         return self.put_flushed(win_id, target, disp, words)
 
+    def put_word_flushed(self, win_id: int, target: int, disp: int, word: int) -> bool:
+        return self.put_words_flushed(win_id, target, disp, np.array([word], np.int64))
+
     def reads_memory_of(self, peer: int) -> bool:
         """Always: every rank is this process."""
         return True

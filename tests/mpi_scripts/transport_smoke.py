@@ -287,6 +287,21 @@ async def main(out_dir: Path) -> None:
     MPI.COMM_WORLD.Barrier()  # every rank's words are in (or were declined)
     if ep.stores_words_whole(left):
         assert layout4.memory.tolist() == (np.arange(5) + 1000 * left).tolist(), layout4.memory
+    # One word given as an int (a signal's value): one element store into mapped memory, else a
+    # put as above; declined where no put keeps a word whole.
+    MPI.COMM_WORLD.Barrier()  # every rank has looked at the words above
+    window.win = RecordingWin(win)
+    written = ep.put_word_flushed(UNWATCHED, right, 4, -7 - 1000 * rank)
+    if shared is not None:
+        assert written and window.win.calls == ["Sync"], window.win.calls
+    elif ep.stores_words_whole(right):
+        assert written and window.win.calls.count("Put") == 1, window.win.calls
+    else:
+        assert not written and window.win.calls == [], window.win.calls
+    window.win = win
+    MPI.COMM_WORLD.Barrier()
+    if ep.stores_words_whole(left):
+        assert int(layout4.memory[4]) == -7 - 1000 * left, layout4.memory
 
     # Fetching atomics on rank 0's word 2 (swap, sum, compare-and-swap), from every rank.  A read
     # of a rank on this node is a load, no atomic.

@@ -59,6 +59,7 @@ _PUT: Final = RmaKind.PUT
 _GET: Final = RmaKind.GET
 _ACCUMULATE: Final = RmaKind.ACCUMULATE
 _COMPARE_AND_SWAP: Final = RmaKind.COMPARE_AND_SWAP
+_INT64: Final = np.dtype(np.int64)
 _NETWORK_KINDS = frozenset((_PUT, _GET))
 
 #: Puts up to this size into a peer's memory mapped here are word stores by this thread
@@ -537,6 +538,11 @@ class MpiEndpoint:
         progress, cannot complete inside the call)."""
         return self.stores_words_whole(target) and self._put_flushed(win_id, target, disp, words, words=True)
 
+    def put_word_flushed(self, win_id: int, target: int, disp: int, word: int) -> bool:
+        """:meth:`put_words_flushed` of one word given as an int (a signal's value): into mapped
+        memory one element store, without the one-word array a put needs."""
+        return self.stores_words_whole(target) and self._put_flushed(win_id, target, disp, word, words=True)
+
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call, into allocated memory: on this node
         stores into ``target``'s memory, mapped here (well under a microsecond for a few words,
@@ -545,11 +551,11 @@ class MpiEndpoint:
         return self._put_flushed(win_id, target, disp, data)
 
     def _put_flushed(
-        self, win_id: int, target: int, disp: int, data: np.ndarray, words: bool = False
+        self, win_id: int, target: int, disp: int, data: np.ndarray | int, words: bool = False
     ) -> bool:
         """:meth:`put_flushed`: stores into the mapped memory (one per element for ``words``, else
         one copy) and ``Win_sync``, or ``Put`` (one per run of :data:`WHOLE_RUN` for ``words``)
-        and ``Flush``."""
+        and ``Flush``.  ``data`` an int: one int64 word."""
         window = self._windows[win_id]
         if not window.allocated or window.owns_datatype or not (self._passive[target] or self._passive_puts):
             return False
@@ -559,6 +565,14 @@ class MpiEndpoint:
         win, dt, units = window.win, window.datatype, window.units
         memory = window.shared[target]
         try:
+            if isinstance(data, int):
+                if memory is not None and memory.dtype == _INT64:
+                    memory[disp] = data  # one aligned 8-byte store, as below
+                    win.Sync()
+                    if window.notify:
+                        self._doorbell.ring(target)
+                    return True
+                data = np.array([data], np.int64)
             if memory is not None and data.dtype == memory.dtype:
                 # Everything earlier towards target is complete there (the caller's contract),
                 # so these stores land after it; Win_sync is MPI's memory barrier for memory
