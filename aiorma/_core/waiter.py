@@ -37,11 +37,17 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..transport.base import Endpoint, PollNeed
 from .context import context
 from .settings import cores_available
+
+# Read at every turn, so module constants (an enum member's read goes through the enum
+# metaclass's ``__getattr__`` hook on Python 3.11).
+_NEED_THREADS: Final = PollNeed.THREADS
+_NEED_REQUESTS: Final = PollNeed.REQUESTS
+_NEED_IDLE: Final = PollNeed.IDLE
 
 # The spin window: how long after the last activity a waiting rank keeps polling before it parks
 # (a ping-pong stays on the fast path).  The same with more ranks than cores, where each spin
@@ -84,7 +90,8 @@ class Waiter:
         self._on_failure = on_failure  # an exception escaped a turn: fail the rank's windows
         self.polled = endpoint.polled
         self.oversubscribed = ranks_on_node > cores_available()
-        self._sources: list[WaitSource] = []
+        # A tuple, replaced on change: a check iterates it while a source may add or remove one.
+        self._sources: tuple[WaitSource, ...] = ()
         self._task: asyncio.Task[None] | None = None
         self._parked: asyncio.Future[bool] | None = None
         self._last_activity = time.perf_counter()
@@ -93,11 +100,10 @@ class Waiter:
     # -------------------------------------------------------------------- interface
 
     def add_source(self, source: WaitSource) -> None:
-        self._sources.append(source)
+        self._sources = (*self._sources, source)
 
     def remove_source(self, source: WaitSource) -> None:
-        if source in self._sources:
-            self._sources.remove(source)
+        self._sources = tuple(s for s in self._sources if s is not source)
 
     def start(self) -> None:
         """Run the polling task (polled endpoints only); idempotent."""
@@ -116,7 +122,7 @@ class Waiter:
             parked.set_result(True)
 
     def fail_sources(self, exc: BaseException) -> None:
-        for source in list(self._sources):
+        for source in self._sources:
             source.fail(exc)
 
     def check_sources(self) -> bool:
@@ -125,7 +131,7 @@ class Waiter:
         if not self._sources:
             return False
         fired = False
-        for source in list(self._sources):
+        for source in self._sources:
             fired |= source.check()
         return fired
 
@@ -160,13 +166,12 @@ class Waiter:
         thread = context()
         while self._running:
             active = self._poll()
-            if self._sources:
-                active |= self.check_sources()
+            active |= self.check_sources()
             now = time.perf_counter()
             if active:
                 self._last_activity = now
             need = endpoint.poll_need()
-            if need is PollNeed.THREADS:
+            if need is _NEED_THREADS:
                 # A worker thread is inside MPI.  Spinning here would keep the interpreter from
                 # it (Python hands the GIL to a waiting thread only every 5 ms): block in the
                 # selector instead; its completion wakes the loop and us.
@@ -174,7 +179,7 @@ class Waiter:
                     self._last_activity = time.perf_counter()
                 continue
             idle = now - max(self._last_activity, thread.last_await)
-            if idle < spin or (need is PollNeed.REQUESTS and idle < _SPIN_REQUESTS):
+            if idle < spin or (need is _NEED_REQUESTS and idle < _SPIN_REQUESTS):
                 if shared_core:
                     os.sched_yield()
                 await asyncio.sleep(0)
@@ -182,11 +187,11 @@ class Waiter:
             endpoint.parking(True)
             # One more look after announcing the park: a peer that wrote our memory before it saw
             # the announcement did not ring (see MpiEndpoint.parking).
-            if self._poll() | (bool(self._sources) and self.check_sources()):
+            if self._poll() | self.check_sources():
                 endpoint.parking(False)
                 self._last_activity = time.perf_counter()
                 continue
-            guard = _GUARD_IDLE if need is PollNeed.IDLE else _GUARD_BUSY
+            guard = _GUARD_IDLE if need is _NEED_IDLE else _GUARD_BUSY
             woke = await self._park(endpoint.doorbell(), guard)
             endpoint.parking(False)
             if woke:

@@ -44,6 +44,18 @@ COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+#: A pending wait: where it looks, its test, the value tested against, the future it finishes.
+_Wait = tuple[int | slice, Callable[[Any, Any], Any], Any, asyncio.Future[None]]
+
+
+def _read(memory: np.ndarray, where: int | slice) -> Any:
+    """``memory[where]``; one element as a Python scalar (``item``: one load, and a comparison
+    of Python numbers costs a fraction of one of numpy scalars)."""
+    if type(where) is int:
+        return memory.item(where)
+    return memory[where]
+
+
 class Waiter(Protocol):
     """What a watcher needs of the rank's :class:`aiorma._core.waiter.Waiter` (this module sits below
     it: the local transport pokes watchers)."""
@@ -64,7 +76,7 @@ class MemoryWatcher:
         self.memory = memory
         self._waiter = waiter
         self._loop = asyncio.get_running_loop()
-        self._waits: list[tuple[int | slice, Callable[[Any, Any], Any], Any, asyncio.Future[None]]] = []
+        self._waits: list[_Wait] = []
         self._guard: asyncio.TimerHandle | None = None
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -86,7 +98,7 @@ class MemoryWatcher:
     ) -> asyncio.Future[None]:
         """A future finished once ``test(memory[where], value)`` is true (already finished if
         so): :meth:`wait`'s comparison of one element, or a test of several words."""
-        if test(self.memory[where], value):
+        if test(_read(self.memory, where), value):
             return self._done
         future: asyncio.Future[None] = self._loop.create_future()
         if self._failure is not None:
@@ -106,21 +118,27 @@ class MemoryWatcher:
 
     def check(self) -> bool:
         """Finish every satisfied wait (and forget abandoned ones); True when any was."""
-        if not self._waits:
+        waits = self._waits
+        if not waits:
             return False
         memory = self.memory
-        remaining = []
+        # Most looks find nothing: the list is rebuilt only when a wait leaves it.
+        remaining: list[_Wait] | None = None
         fired = False
-        for entry in self._waits:
-            index, test, value, future = entry
-            if future.done():
-                continue
-            if test(memory[index], value):
+        for i in range(len(waits)):
+            entry = waits[i]
+            where, test, value, future = entry
+            if not future.done():
+                if not test(_read(memory, where), value):
+                    if remaining is not None:
+                        remaining.append(entry)
+                    continue
                 future.set_result(None)
                 fired = True
-            else:
-                remaining.append(entry)
-        self._waits = remaining
+            if remaining is None:
+                remaining = waits[:i]
+        if remaining is not None:
+            self._waits = remaining
         return fired
 
     def fail(self, exc: BaseException) -> list[asyncio.Future[None]]:

@@ -40,7 +40,7 @@ the request: the engine's handlers look at the epoch's state again rather than a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 import attr
 import numpy as np
@@ -73,6 +73,34 @@ class Hold(IdentityEnum):
     HELD = "held"
     LEAVING = "leaving"  # reader: decrement in flight
     RELEASED = "released"
+
+
+# The states and words the steps read, as module constants: on Python 3.11 a read of an enum
+# member (``Head.QUEUED``) goes through the enum metaclass's ``__getattr__`` hook, several times
+# the cost of a plain attribute; compiled, a Final name is a C variable.
+_HEAD_NONE: Final = Head.NONE
+_HEAD_ENQUEUING: Final = Head.ENQUEUING
+_HEAD_QUEUED: Final = Head.QUEUED
+_HEAD_AT_HEAD: Final = Head.AT_HEAD
+_HEAD_PASSING: Final = Head.PASSING
+_HEAD_AWAITING_NEXT: Final = Head.AWAITING_NEXT
+_HEAD_PASSED: Final = Head.PASSED
+_HOLD_WAITING: Final = Hold.WAITING
+_HOLD_JOINING: Final = Hold.JOINING
+_HOLD_CHECKING: Final = Hold.CHECKING
+_HOLD_REGISTERING: Final = Hold.REGISTERING
+_HOLD_DRAINING: Final = Hold.DRAINING
+_HOLD_CLEARING: Final = Hold.CLEARING
+_HOLD_HELD: Final = Hold.HELD
+_HOLD_LEAVING: Final = Hold.LEAVING
+_HOLD_RELEASED: Final = Hold.RELEASED
+_SUM: Final = AtomicOp.SUM
+_REPLACE: Final = AtomicOp.REPLACE
+_NO_OP: Final = AtomicOp.NO_OP
+_CAS: Final = AtomicOp.CAS
+_LOCK_HANDOFF: Final = Word.LOCK_HANDOFF
+_LOCK_DRAINED: Final = Word.LOCK_DRAINED
+_LOCK_NEXT: Final = Word.LOCK_NEXT
 
 
 @attr.s(auto_attribs=True)
@@ -119,52 +147,52 @@ class QueueLock:
         self.me = rank + 1
         self.target = target
         self.exclusive = exclusive
-        self.head = Head.NONE
-        self.hold = Hold.WAITING
+        self.head = _HEAD_NONE
+        self.hold = _HOLD_WAITING
         self.counts = counts
         self.handoffs_needed = 0  # LOCK_HANDOFF[target] value that means "head is mine"
         self.drains_needed = 0
         self.release_requested = False
         self._on_granted = on_granted
         self._on_released = on_released
-        self._next = io.layout.index(Word.LOCK_NEXT, target)
+        self._next = io.layout.index(_LOCK_NEXT, target)
 
     @property
     def done(self) -> bool:
-        return self.head is Head.PASSED and self.hold is Hold.RELEASED
+        return self.head is _HEAD_PASSED and self.hold is _HOLD_RELEASED
 
     # ------------------------------------------------------------------ driving it
 
     def acquire(self) -> None:
         """Start: swap into the tail."""
-        self.head = Head.ENQUEUING
-        self._fetch(self.io.layout.lock_tail, AtomicOp.REPLACE, self.me, 0, self._enqueued)
+        self.head = _HEAD_ENQUEUING
+        self._fetch(self.io.layout.lock_tail, _REPLACE, self.me, 0, self._enqueued)
 
     def release(self) -> None:
         """The epoch's RMA to ``target`` is remotely complete: give the lock back."""
-        if self.hold is not Hold.HELD:
+        if self.hold is not _HOLD_HELD:
             raise RuntimeError(f"release of a lock request in state {self.hold.value}")
         self.release_requested = True
         if self.exclusive:
-            self.hold = Hold.RELEASED
+            self.hold = _HOLD_RELEASED
             self._pass_head()
         else:
-            self.hold = Hold.LEAVING
-            self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -1, 0, self._left)
+            self.hold = _HOLD_LEAVING
+            self._fetch(self.io.layout.lock_state, _SUM, -1, 0, self._left)
 
     def control_changed(self) -> None:
         """Re-read the words this request may be waiting on."""
         control, layout, target = self.io.control, self.io.layout, self.target
-        handoff = layout.index(Word.LOCK_HANDOFF, target)
-        if self.head is Head.QUEUED and control[handoff] >= self.handoffs_needed:
-            self.head = Head.AT_HEAD
+        handoff = layout.index(_LOCK_HANDOFF, target)
+        if self.head is _HEAD_QUEUED and control[handoff] >= self.handoffs_needed:
+            self.head = _HEAD_AT_HEAD
             self._at_head()
-        if self.head is Head.AWAITING_NEXT and control[self._next] != self.counts.linked:
+        if self.head is _HEAD_AWAITING_NEXT and control[self._next] != self.counts.linked:
             self._pass_to_next()
-        drained = layout.index(Word.LOCK_DRAINED, target)
-        if self.hold is Hold.DRAINING and control[drained] >= self.drains_needed:
-            self.hold = Hold.CLEARING
-            self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -(self.me << READER_BITS), 0, self._cleared)
+        drained = layout.index(_LOCK_DRAINED, target)
+        if self.hold is _HOLD_DRAINING and control[drained] >= self.drains_needed:
+            self.hold = _HOLD_CLEARING
+            self._fetch(self.io.layout.lock_state, _SUM, -(self.me << READER_BITS), 0, self._cleared)
 
     # ------------------------------------------------------------------ the steps
 
@@ -175,25 +203,25 @@ class QueueLock:
 
     def _enqueued(self, predecessor: int) -> None:
         if predecessor == 0:
-            self.head = Head.AT_HEAD
+            self.head = _HEAD_AT_HEAD
             self._at_head()
             return
         self.counts.handoffs += 1
         self.handoffs_needed = self.counts.handoffs
-        self.head = Head.QUEUED
+        self.head = _HEAD_QUEUED
         self.io.control_write(
-            predecessor - 1, self.io.layout.index(Word.LOCK_NEXT, self.target), AtomicOp.SUM, self.me
+            predecessor - 1, self.io.layout.index(_LOCK_NEXT, self.target), _SUM, self.me
         )
         self.control_changed()  # the hand-off may already be here (a fast predecessor)
 
     def _at_head(self) -> None:
         state = self.io.layout.lock_state
         if self.exclusive:
-            self.hold = Hold.CHECKING
-            self._fetch(state, AtomicOp.NO_OP, 0, 0, self._checked)
+            self.hold = _HOLD_CHECKING
+            self._fetch(state, _NO_OP, 0, 0, self._checked)
         else:
-            self.hold = Hold.JOINING
-            self._fetch(state, AtomicOp.SUM, 1, 0, self._joined)
+            self.hold = _HOLD_JOINING
+            self._fetch(state, _SUM, 1, 0, self._joined)
 
     def _joined(self, _old: int) -> None:
         self._grant()
@@ -203,60 +231,60 @@ class QueueLock:
         if old & READER_MASK == 0:
             self._grant()
             return
-        self.hold = Hold.REGISTERING
-        self._fetch(self.io.layout.lock_state, AtomicOp.SUM, self.me << READER_BITS, 0, self._registered)
+        self.hold = _HOLD_REGISTERING
+        self._fetch(self.io.layout.lock_state, _SUM, self.me << READER_BITS, 0, self._registered)
 
     def _registered(self, old: int) -> None:
         if old & READER_MASK == 0:  # the readers left between our two looks: no drain will come
-            self.hold = Hold.CLEARING
-            self._fetch(self.io.layout.lock_state, AtomicOp.SUM, -(self.me << READER_BITS), 0, self._cleared)
+            self.hold = _HOLD_CLEARING
+            self._fetch(self.io.layout.lock_state, _SUM, -(self.me << READER_BITS), 0, self._cleared)
             return
         self.counts.drains += 1
         self.drains_needed = self.counts.drains
-        self.hold = Hold.DRAINING
+        self.hold = _HOLD_DRAINING
         self.control_changed()
 
     def _cleared(self, _old: int) -> None:
         self._grant()
 
     def _grant(self) -> None:
-        self.hold = Hold.HELD
+        self.hold = _HOLD_HELD
         self._on_granted()
 
     def _left(self, old: int) -> None:
         writer = old >> READER_BITS
         if old & READER_MASK == 1 and writer:
             self.io.control_write(
-                writer - 1, self.io.layout.index(Word.LOCK_DRAINED, self.target), AtomicOp.SUM, 1
+                writer - 1, self.io.layout.index(_LOCK_DRAINED, self.target), _SUM, 1
             )
-        self.hold = Hold.RELEASED
+        self.hold = _HOLD_RELEASED
         self._check_done()
 
     def _pass_head(self) -> None:
         if self.io.control[self._next] != self.counts.linked:
             self._pass_to_next()
             return
-        self.head = Head.PASSING
-        self._fetch(self.io.layout.lock_tail, AtomicOp.CAS, 0, self.me, self._tail_swapped)
+        self.head = _HEAD_PASSING
+        self._fetch(self.io.layout.lock_tail, _CAS, 0, self.me, self._tail_swapped)
 
     def _tail_swapped(self, old: int) -> None:
         if old == self.me:
-            self.head = Head.PASSED
+            self.head = _HEAD_PASSED
             self._check_done()
             return
-        self.head = Head.AWAITING_NEXT
+        self.head = _HEAD_AWAITING_NEXT
         self.io.links_awaited += 1
         self.control_changed()
 
     def _pass_to_next(self) -> None:
-        if self.head is Head.AWAITING_NEXT:
+        if self.head is _HEAD_AWAITING_NEXT:
             self.io.links_awaited -= 1
         successor = int(self.io.control[self._next]) - self.counts.linked
         self.counts.linked += successor
         self.io.control_write(
-            successor - 1, self.io.layout.index(Word.LOCK_HANDOFF, self.target), AtomicOp.SUM, 1
+            successor - 1, self.io.layout.index(_LOCK_HANDOFF, self.target), _SUM, 1
         )
-        self.head = Head.PASSED
+        self.head = _HEAD_PASSED
         self._check_done()
 
     def _check_done(self) -> None:

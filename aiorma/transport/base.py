@@ -53,28 +53,45 @@ class RmaKind(IdentityEnum):
     COMPARE_AND_SWAP = "compare_and_swap"
 
 
-@attrs.define(eq=False)
 class RmaOp:
     """One validated RMA operation.  Arrays are 1-D, C-contiguous, of the window's dtype.
-    (Not frozen, though never changed: one is built per RMA call, and frozen attrs instances
-    cost several times as much to build.)
-
     ``disp`` and the lengths count elements of the window dtype; bounds were checked at the origin.
-    """
 
-    kind: RmaKind
-    target: int
-    disp: int
-    origin: np.ndarray | None = None
-    result: np.ndarray | None = None
-    compare: np.ndarray | None = None
-    op: Op = Op.REPLACE
+    Never changed once built, compared by identity.  A plain class rather than an attrs one: one
+    is built per RMA call, and compiled (mypyc) a plain class is a C struct whose constructor
+    costs a fraction of attrs' generated ``__init__``, which stays interpreted."""
+
+    __slots__ = ("compare", "disp", "kind", "op", "origin", "result", "target")
+
+    def __init__(
+        self,
+        kind: RmaKind,
+        target: int,
+        disp: int,
+        origin: np.ndarray | None = None,
+        result: np.ndarray | None = None,
+        compare: np.ndarray | None = None,
+        op: Op = Op.REPLACE,
+    ) -> None:
+        self.kind = kind
+        self.target = target
+        self.disp = disp
+        self.origin = origin
+        self.result = result
+        self.compare = compare
+        self.op = op
 
     @property
     def count(self) -> int:
         buf = self.origin if self.origin is not None else self.result
         assert buf is not None
         return int(buf.size)
+
+    def __repr__(self) -> str:
+        return (
+            f"RmaOp({self.kind.name}, target={self.target}, disp={self.disp}, count={self.count}, "
+            f"op={self.op.name})"
+        )
 
 
 @attrs.frozen

@@ -60,6 +60,15 @@ _GET: Final = RmaKind.GET
 _ACCUMULATE: Final = RmaKind.ACCUMULATE
 _COMPARE_AND_SWAP: Final = RmaKind.COMPARE_AND_SWAP
 _INT64: Final = np.dtype(np.int64)
+_ATOMIC_MAX: Final = AtomicOp.MAX
+_ATOMIC_SUM: Final = AtomicOp.SUM
+_ATOMIC_REPLACE: Final = AtomicOp.REPLACE
+_ATOMIC_NO_OP: Final = AtomicOp.NO_OP
+_ATOMIC_CAS: Final = AtomicOp.CAS
+_NEED_THREADS: Final = PollNeed.THREADS
+_NEED_REQUESTS: Final = PollNeed.REQUESTS
+_NEED_SERVING: Final = PollNeed.SERVING
+_NEED_IDLE: Final = PollNeed.IDLE
 _NETWORK_KINDS = frozenset((_PUT, _GET))
 
 #: Puts up to this size into a peer's memory mapped here are word stores by this thread
@@ -636,7 +645,7 @@ class MpiEndpoint:
         window = self._windows[win_id]
         with map_transport_errors("control write"):
             words = window.shared_control[dest]
-            if op is AtomicOp.MAX and words is not None:
+            if op is _ATOMIC_MAX and words is not None:
                 # A max word has one writer, the rank whose slot it is (Endpoint.control_write's
                 # contract), so the value there is the last one we wrote: the max is a load, a
                 # compare and one aligned 8-byte store, which a reader sees whole, old or new.
@@ -647,7 +656,7 @@ class MpiEndpoint:
                     words[index] = value
                 window.ctrl.Sync()
             elif window.control_addresses is not None:
-                assert self._atomics is not None and op is AtomicOp.SUM
+                assert self._atomics is not None and op is _ATOMIC_SUM
                 self._atomics.fetch_add(window.control_addresses[dest] + 8 * index, value, SEQ_CST)
             elif self._passive[dest]:
                 buf = self._word_buffers[0]
@@ -694,21 +703,21 @@ class MpiEndpoint:
             self._refuse_departed(dest)
         window = self._windows[win_id]
         addresses = window.control_addresses
-        if addresses is not None and op is not AtomicOp.NO_OP:
+        if addresses is not None and op is not _ATOMIC_NO_OP:
             # Every control atomic of this window is the CPU's own: a locked instruction on the
             # word, mapped here (see aiorma.transport.mpi.cpu_atomics).
             atomics = self._atomics
             assert atomics is not None
             address = addresses[dest] + 8 * index
-            if op is AtomicOp.REPLACE:
+            if op is _ATOMIC_REPLACE:
                 return atomics.exchange(address, value, SEQ_CST)  # type: ignore[no-any-return]
-            if op is AtomicOp.SUM:
+            if op is _ATOMIC_SUM:
                 return atomics.fetch_add(address, value, SEQ_CST)  # type: ignore[no-any-return]
-            if op is AtomicOp.CAS:
+            if op is _ATOMIC_CAS:
                 return atomics.compare_exchange(address, compare, value)
             return atomics.fetch_max(address, value)
         ctrl = window.ctrl
-        if op is AtomicOp.NO_OP:
+        if op is _ATOMIC_NO_OP:
             words = window.shared_control[dest]
             if words is not None:
                 # A read, of memory mapped here: one aligned 8-byte load sees the word whole,
@@ -726,7 +735,7 @@ class MpiEndpoint:
             origin, result, expected = self._word_buffers
             origin[0] = value
             try:
-                if op is AtomicOp.CAS:
+                if op is _ATOMIC_CAS:
                     expected[0] = compare
                     ctrl.Compare_and_swap(origin, expected, result, dest, index)
                 else:
@@ -739,7 +748,7 @@ class MpiEndpoint:
         result = np.zeros(1, np.int64)
         self._doorbell.ring(dest)
         with map_transport_errors("control fetch"):
-            if op is AtomicOp.CAS:
+            if op is _ATOMIC_CAS:
                 expected = np.array([compare], np.int64)
 
                 def cas() -> None:
@@ -922,12 +931,12 @@ class MpiEndpoint:
         requests (they complete only while we drive progress), then ``win_create`` windows (peers
         may access them any time, by active messages that need our progress)."""
         if self._workers.blocking_calls:
-            return PollNeed.THREADS
+            return _NEED_THREADS
         if self._pending or self._fetches or self._writes or self._waiting_flushes:
-            return PollNeed.REQUESTS
+            return _NEED_REQUESTS
         if self._created_windows:
-            return PollNeed.SERVING
-        return PollNeed.IDLE
+            return _NEED_SERVING
+        return _NEED_IDLE
 
     # ------------------------------------------------------------------ helpers
 
