@@ -26,11 +26,15 @@ from .ops import check_accumulate_dtype, check_compare_dtype
 from .request import EpochRequest, Request
 from .transport.base import Endpoint, RmaKind, RmaOp
 
-# RMA kinds as module constants: on Python 3.11 every ``RmaKind.PUT`` read goes through the enum
-# metaclass's ``__getattr__`` hook; compiled, a Final name is a C variable.
+# RMA kinds and an op as module constants: on Python 3.11 every ``RmaKind.PUT`` read goes through
+# the enum metaclass's ``__getattr__`` hook; compiled, a Final name is a C variable.
 _PUT: Final = RmaKind.PUT
 _GET: Final = RmaKind.GET
 _ACCUMULATE: Final = RmaKind.ACCUMULATE
+_GET_ACCUMULATE: Final = RmaKind.GET_ACCUMULATE
+_FETCH_AND_OP: Final = RmaKind.FETCH_AND_OP
+_COMPARE_AND_SWAP: Final = RmaKind.COMPARE_AND_SWAP
+_NO_OP: Final = Op.NO_OP
 
 
 class Window:
@@ -312,7 +316,7 @@ class Window:
         if out.size != data.size:
             raise RmaTypeError(f"result holds {out.size} elements, origin {data.size}")
         target, disp = self._check_span(target, disp, data.size)
-        op_ = RmaOp(RmaKind.GET_ACCUMULATE, target, disp, origin=data, result=out, op=operation)
+        op_ = RmaOp(_GET_ACCUMULATE, target, disp, origin=data, result=out, op=operation)
         return self._rma(op_, "get_accumulate", result)
 
     def fetch_and_op(
@@ -326,7 +330,7 @@ class Window:
         result, out = self._result(result)
         out = self._single(out, "result")
         target, disp = self._check_span(target, disp, 1)
-        op_ = RmaOp(RmaKind.FETCH_AND_OP, target, disp, origin=data, result=out, op=operation)
+        op_ = RmaOp(_FETCH_AND_OP, target, disp, origin=data, result=out, op=operation)
         return self._rma(op_, "fetch_and_op", result)
 
     def compare_and_swap(
@@ -340,7 +344,7 @@ class Window:
         result, out = self._result(result)
         out = self._single(out, "result")
         target, disp = self._check_span(target, disp, 1)
-        op_ = RmaOp(RmaKind.COMPARE_AND_SWAP, target, disp, origin=data, compare=expected, result=out)
+        op_ = RmaOp(_COMPARE_AND_SWAP, target, disp, origin=data, compare=expected, result=out)
         return self._rma(op_, "compare_and_swap", result)
 
     # ----------------------------------------------------------------- notified access
@@ -516,7 +520,7 @@ class Window:
             operation = Op(op)
         except ValueError:
             raise RmaUsageError(f"{op!r} is not an aiorma op (SUM, MAX, REPLACE, ...)") from None
-        if operation is Op.NO_OP and not allow_no_op:
+        if operation is _NO_OP and not allow_no_op:
             raise RmaUsageError("NO_OP is only meaningful for get_accumulate and fetch_and_op")
         check_accumulate_dtype(operation, self.dtype)
         return operation

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 
@@ -27,6 +27,14 @@ from .watch import COMPARISONS, MemoryWatcher
 if TYPE_CHECKING:
     from ..engine.window_engine import WindowEngine
     from .driver import ProgressDriver
+
+# Enum members the functions below read, as module constants: on Python 3.11 reading a
+# member (``EpochKind.LOCK``) goes through the enum metaclass's ``__getattr__`` hook, five
+# times a plain attribute's cost; compiled, a Final name is a C variable.
+_OP_REPLACE: Final = Op.REPLACE
+_OP_SUM: Final = Op.SUM
+_RMA_KIND_ACCUMULATE: Final = RmaKind.ACCUMULATE
+_RMA_KIND_PUT: Final = RmaKind.PUT
 
 _INT64 = np.dtype(np.int64)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -236,14 +244,14 @@ class NotifiedAccess:
         if not self._engine.passive_access(target):
             raise EpochError(f"signal towards rank {target} outside a lock or lock_all epoch")
         if op is SIGNAL_SET:
-            return target, index, RmaOp(RmaKind.PUT, target, index, word)
-        return target, index, RmaOp(RmaKind.ACCUMULATE, target, index, word, op=Op.SUM)
+            return target, index, RmaOp(_RMA_KIND_PUT, target, index, word)
+        return target, index, RmaOp(_RMA_KIND_ACCUMULATE, target, index, word, op=_OP_SUM)
 
     def _write_signal(self, word: RmaOp) -> Request:
         """The signal write and the flush that completes it at the target."""
         words = word.origin
         assert words is not None
-        if word.kind is RmaKind.PUT:
+        if word.kind is _RMA_KIND_PUT:
             # Runs of at most WHOLE_RUN words, each copied with whole-word stores; towards a peer
             # whose puts may land in pieces that split a word (another node) as accumulates with
             # REPLACE, which MPI applies element by element — so the reader never loads half of
@@ -254,7 +262,7 @@ class NotifiedAccess:
                 if whole:
                     self._window.put(run, word.target, disp)
                 else:
-                    self._window.accumulate(run, word.target, disp, Op.REPLACE)
+                    self._window.accumulate(run, word.target, disp, _OP_REPLACE)
         else:
             self._window.accumulate(word.origin, word.target, word.disp, word.op)
         return self._window.flush(word.target)

@@ -90,6 +90,7 @@ import asyncio
 import math
 import os
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import attrs
 import numpy as np
@@ -105,6 +106,11 @@ from ..win_info import Info
 from ..window import Window
 from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
 from .reduce_ops import combiner
+
+# Enum members the functions below read, as module constants: on Python 3.11 reading a
+# member (``EpochKind.LOCK``) goes through the enum metaclass's ``__getattr__`` hook, five
+# times a plain attribute's cost; compiled, a Final name is a C variable.
+_OP_REPLACE: Final = Op.REPLACE
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
 #: the application's windows stay as they were (``World.create_window`` counts them from 1).
@@ -847,7 +853,7 @@ class Landing:
         else:
             origin = np.array([words], np.int64) if isinstance(words, int) else words
             requests = [
-                win.accumulate(origin[lo : lo + WHOLE_RUN], dst, index + lo, Op.REPLACE)
+                win.accumulate(origin[lo : lo + WHOLE_RUN], dst, index + lo, _OP_REPLACE)
                 for lo in range(0, origin.size, WHOLE_RUN)
             ]
         for request in requests:

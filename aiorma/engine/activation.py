@@ -9,9 +9,16 @@ activates.
 from __future__ import annotations
 
 from collections.abc import Callable, Container
+from typing import Final
 
 from .epochs import Epoch
 from .rules import EXTRA_CONDITION, NEVER_REORDERED, REORDER_FLAG, ExtraCondition, ReorderFlag
+
+# Enum members the functions below read, as module constants: on Python 3.11 reading a
+# member (``EpochKind.LOCK``) goes through the enum metaclass's ``__getattr__`` hook, five
+# times a plain attribute's cost; compiled, a Final name is a C variable.
+_EXTRA_CONDITION_LOCKED_RANK_NOT_A_TARGET: Final = ExtraCondition.LOCKED_RANK_NOT_A_TARGET
+_EXTRA_CONDITION_WINDOW_NOT_LOCKED: Final = ExtraCondition.WINDOW_NOT_LOCKED
 
 
 def may_activate(
@@ -41,12 +48,12 @@ def may_activate(
     if flag is None or flag not in reorder:
         return False
     condition = EXTRA_CONDITION.get(epoch.kind)
-    if condition is ExtraCondition.LOCKED_RANK_NOT_A_TARGET:  # rules 13a, 15a
+    if condition is _EXTRA_CONDITION_LOCKED_RANK_NOT_A_TARGET:  # rules 13a, 15a
         rank = epoch.group[0]
         for e in earlier:  # noqa: SIM110 (a loop, not all(): no generator frame)
             if rank in e.access:  # (only access epochs have targets)
                 return False
         return True
-    if condition is ExtraCondition.WINDOW_NOT_LOCKED:  # rules 16a, 17a
+    if condition is _EXTRA_CONDITION_WINDOW_NOT_LOCKED:  # rules 16a, 17a
         return not window_locked()
     return True

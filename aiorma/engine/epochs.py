@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attr
 
@@ -17,6 +17,14 @@ from .states import (
     EpochPhase,
     TargetPhase,
 )
+
+# Enum members the functions below read, as module constants: on Python 3.11 reading a
+# member (``EpochKind.LOCK``) goes through the enum metaclass's ``__getattr__`` hook, five
+# times a plain attribute's cost; compiled, a Final name is a C variable.
+_EPOCH_PHASE_COMPLETED: Final = EpochPhase.COMPLETED
+_EPOCH_STATE_ACTIVE: Final = EpochState.ACTIVE
+_EPOCH_STATE_COMPLETED: Final = EpochState.COMPLETED
+_EPOCH_STATE_DEFERRED: Final = EpochState.DEFERRED
 
 
 class AccessTarget:
@@ -96,8 +104,8 @@ class Epoch:
     def state(self) -> EpochState:
         """The engine's view of the phase: deferred, active or completed."""
         if self.phase in ACTIVATED_PHASES:
-            return EpochState.ACTIVE
-        return EpochState.COMPLETED if self.phase is EpochPhase.COMPLETED else EpochState.DEFERRED
+            return _EPOCH_STATE_ACTIVE
+        return _EPOCH_STATE_COMPLETED if self.phase is _EPOCH_PHASE_COMPLETED else _EPOCH_STATE_DEFERRED
 
     @property
     def closed(self) -> bool:

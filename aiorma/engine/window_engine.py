@@ -41,7 +41,7 @@ import functools
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import Any, Concatenate, Final, NoReturn, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -77,6 +77,29 @@ from .states import (
     TargetPhase,
     TargetStep,
 )
+
+# Enum members the functions below read, as module constants: on Python 3.11 reading a
+# member (``EpochKind.LOCK``) goes through the enum metaclass's ``__getattr__`` hook, five
+# times a plain attribute's cost; compiled, a Final name is a C variable.
+_ATOMIC_OP_MAX: Final = AtomicOp.MAX
+_EPOCH_KIND_FENCE: Final = EpochKind.FENCE
+_EPOCH_KIND_LOCK: Final = EpochKind.LOCK
+_EPOCH_KIND_LOCK_ALL: Final = EpochKind.LOCK_ALL
+_EPOCH_KIND_POST: Final = EpochKind.POST
+_EPOCH_KIND_START: Final = EpochKind.START
+_EPOCH_PHASE_ACTIVE: Final = EpochPhase.ACTIVE
+_EPOCH_PHASE_CLOSING: Final = EpochPhase.CLOSING
+_EPOCH_STEP_ACTIVATE: Final = EpochStep.ACTIVATE
+_EPOCH_STEP_CLOSE: Final = EpochStep.CLOSE
+_EPOCH_STEP_COMPLETE: Final = EpochStep.COMPLETE
+_LOCK_TYPE_EXCLUSIVE: Final = LockType.EXCLUSIVE
+_LOCK_TYPE_SHARED: Final = LockType.SHARED
+_TARGET_PHASE_GRANTED: Final = TargetPhase.GRANTED
+_TARGET_STEP_CLOSE_OUT: Final = TargetStep.CLOSE_OUT
+_TARGET_STEP_GRANT: Final = TargetStep.GRANT
+_WORD_DONE: Final = Word.DONE
+_WORD_FENCE: Final = Word.FENCE
+_WORD_GRANT: Final = Word.GRANT
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -240,10 +263,10 @@ class WindowEngine:
         nothing is closed, once the new epoch is activated."""
         assertion = check_assertion(assertion)
         if not self.peers_write_control:
-            self._refuse_control_writes(EpochKind.FENCE)
+            self._refuse_control_writes(_EPOCH_KIND_FENCE)
         closing = self._open.get(_FENCE_SLOT)
         if len(self._open) > (closing is not None):
-            other = next(e for e in self._open.values() if e.kind is not EpochKind.FENCE)
+            other = next(e for e in self._open.values() if e.kind is not _EPOCH_KIND_FENCE)
             raise EpochError(f"fence while a {other.kind.value} epoch is open")
         if closing is not None and assertion & MODE_NOPRECEDE and closing.has_ops:
             raise EpochError("MODE_NOPRECEDE, but the open fence epoch has RMA calls to close")
@@ -255,7 +278,7 @@ class WindowEngine:
             self._close(closing, token)
         if opening:
             open_token = token if closing is None else self._new_token()
-            epoch = self._open_epoch(EpochKind.FENCE, self._everyone, assertion, open_token)
+            epoch = self._open_epoch(_EPOCH_KIND_FENCE, self._everyone, assertion, open_token)
             epoch.fence_ordinal = self._fences_opened
             if closing is None:
                 # Tell peers they may reach this process in the new epoch.  After a closing fence
@@ -272,9 +295,9 @@ class WindowEngine:
         (access granted to every origin in ``group``)."""
         assertion = check_assertion(assertion)
         members = check_group(group, self.size)
-        self._check_may_open(EpochKind.POST)
+        self._check_may_open(_EPOCH_KIND_POST)
         token = self._new_token()
-        self._open_epoch(EpochKind.POST, members, assertion, token)
+        self._open_epoch(_EPOCH_KIND_POST, members, assertion, token)
         self._activate_ready()
         return token
 
@@ -284,9 +307,9 @@ class WindowEngine:
         ``group`` has granted this access."""
         assertion = check_assertion(assertion)
         members = check_group(group, self.size)
-        self._check_may_open(EpochKind.START)
+        self._check_may_open(_EPOCH_KIND_START)
         token = self._new_token()
-        self._open_epoch(EpochKind.START, members, assertion, token)
+        self._open_epoch(_EPOCH_KIND_START, members, assertion, token)
         self._activate_ready()
         return token
 
@@ -319,7 +342,7 @@ class WindowEngine:
         epoch = self._open.get(_POST_SLOT)
         if epoch is None:
             raise EpochError("test() without a matching post()")
-        if epoch.phase is not EpochPhase.ACTIVE or not self._exposure_finished(epoch):
+        if epoch.phase is not _EPOCH_PHASE_ACTIVE or not self._exposure_finished(epoch):
             return False
         self._close(epoch, self._new_token())
         return True
@@ -336,17 +359,17 @@ class WindowEngine:
         if type(rank) is not int or not 0 <= rank < self.size:
             rank = check_rank(rank, self.size)
         try:
-            if lock_type is not LockType.EXCLUSIVE and lock_type is not LockType.SHARED:
+            if lock_type is not _LOCK_TYPE_EXCLUSIVE and lock_type is not _LOCK_TYPE_SHARED:
                 lock_type = LockType(lock_type)
         except ValueError:
             raise RmaUsageError(
                 f"lock type must be LOCK_EXCLUSIVE or LOCK_SHARED, not {lock_type!r}"
             ) from None
-        if (EpochKind.LOCK, rank) in self._open:
+        if (_EPOCH_KIND_LOCK, rank) in self._open:
             raise EpochError(f"rank {rank} is already locked by this process; unlock it first")
-        self._check_may_open(EpochKind.LOCK, assertion)
+        self._check_may_open(_EPOCH_KIND_LOCK, assertion)
         token = self._new_token()
-        self._open_epoch(EpochKind.LOCK, (rank,), assertion, token, lock_type)
+        self._open_epoch(_EPOCH_KIND_LOCK, (rank,), assertion, token, lock_type)
         self._activate_ready()
         return token
 
@@ -356,7 +379,7 @@ class WindowEngine:
         the target and the lock is released."""
         if type(rank) is not int or not 0 <= rank < self.size:  # (as in lock())
             rank = check_rank(rank, self.size)
-        epoch = self._open.get((EpochKind.LOCK, rank))
+        epoch = self._open.get((_EPOCH_KIND_LOCK, rank))
         if epoch is None:
             raise EpochError(f"unlock({rank}) without a matching lock({rank})")
         token = self._new_token()
@@ -368,9 +391,9 @@ class WindowEngine:
         """Open a shared-lock access epoch towards every rank.  Token: finished when every rank
         has granted its lock."""
         assertion = check_assertion(assertion)
-        self._check_may_open(EpochKind.LOCK_ALL, assertion)
+        self._check_may_open(_EPOCH_KIND_LOCK_ALL, assertion)
         token = self._new_token()
-        self._open_epoch(EpochKind.LOCK_ALL, self._everyone, assertion, token)
+        self._open_epoch(_EPOCH_KIND_LOCK_ALL, self._everyone, assertion, token)
         self._activate_ready()
         return token
 
@@ -453,7 +476,7 @@ class WindowEngine:
             access = epoch.access[target]
             access.op_count += 1
             # A target is granted only once its epoch is active: no need to look at the epoch.
-            if access.phase is TargetPhase.GRANTED:
+            if access.phase is _TARGET_PHASE_GRANTED:
                 self._issue(epoch, access, token, payload)
             else:
                 access.queued.append((token, payload))
@@ -470,7 +493,7 @@ class WindowEngine:
         """Refuse further calls and finish the token once every epoch has completed (rule 10b).
         Raises EpochError, changing nothing, while an epoch with RMA calls is still open."""
         open_now = self.open_epochs()
-        blocking = [e for e in open_now if not (e.kind is EpochKind.FENCE and not e.has_ops)]
+        blocking = [e for e in open_now if not (e.kind is _EPOCH_KIND_FENCE and not e.has_ops)]
         if blocking:
             raise EpochError(f"free() while a {blocking[0].kind.value} epoch is open; close it first")
         for epoch in open_now:  # a trailing fence() opened an empty epoch: close it
@@ -511,16 +534,16 @@ class WindowEngine:
                 continue
             word, src = divmod(index, size)
             peer = self.peers[src]
-            if word == Word.GRANT:
+            if word == _WORD_GRANT:
                 if value > peer.gats_granted_access_id:
                     peer.gats_granted_access_id = value
                     self._grants_arrived(src, value)
-            elif word == Word.DONE:
+            elif word == _WORD_DONE:
                 if value > peer.gats_done_received:
                     peer.gats_done_received = value
-                    for epoch in self._live_of(EpochKind.POST):
+                    for epoch in self._live_of(_EPOCH_KIND_POST):
                         self._advance(epoch)
-            elif word == Word.FENCE:
+            elif word == _WORD_FENCE:
                 opened, finished = unpack_fence(value)
                 peer.fence_opened = max(peer.fence_opened, opened)
                 peer.fence_done_received = max(peer.fence_done_received, finished)
@@ -536,7 +559,7 @@ class WindowEngine:
 
     def _fence_notice_arrived(self, src: int) -> None:
         peer = self.peers[src]
-        for epoch in self._live_of(EpochKind.FENCE):
+        for epoch in self._live_of(_EPOCH_KIND_FENCE):
             access = epoch.access[src]
             if not access.granted and peer.fence_opened >= epoch.fence_ordinal:  # (live: active)
                 self._grant(epoch, access)
@@ -584,7 +607,7 @@ class WindowEngine:
         # An empty trailing fence epoch (fence() without MODE_NOSUCCEED) is closed for the
         # program rather than refusing the next epoch; one with RMA calls was refused earlier.
         fence = self._open.get(_FENCE_SLOT)
-        if kind is not EpochKind.FENCE and fence is not None:
+        if kind is not _EPOCH_KIND_FENCE and fence is not None:
             self._close(fence, self._new_token())
         opened = self._open
         epoch = Epoch(
@@ -597,7 +620,7 @@ class WindowEngine:
             overlaps=frozenset(map(_epoch_id, opened.values())) if opened else _NO_OVERLAPS,
             open_token=open_token,
             lock_type=lock_type,
-            slot=(kind, group[0]) if kind is EpochKind.LOCK else (kind, None),
+            slot=(kind, group[0]) if kind is _EPOCH_KIND_LOCK else (kind, None),
         )
         self._next_epoch_id += 1
         self._last_kind = kind
@@ -614,7 +637,7 @@ class WindowEngine:
     def _close(self, epoch: Epoch, token: int) -> None:
         epoch.close_token = token
         del self._open[epoch.slot]
-        self._move_epoch(epoch, EpochStep.CLOSE)
+        self._move_epoch(epoch, _EPOCH_STEP_CLOSE)
         self._advance(epoch)
 
     # ------------------------------------------------------------ epoch life: activation
@@ -648,17 +671,17 @@ class WindowEngine:
         return bool(control[self.layout.lock_tail] or control[self.layout.lock_state] & READER_MASK)
 
     def _activate(self, epoch: Epoch) -> None:
-        self._move_epoch(epoch, EpochStep.ACTIVATE)
+        self._move_epoch(epoch, _EPOCH_STEP_ACTIVATE)
         kind = epoch.kind
         nocheck = bool(epoch.assertion & MODE_NOCHECK)
-        if kind is EpochKind.POST:
+        if kind is _EPOCH_KIND_POST:
             for origin in epoch.group:
                 peer = self.peers[origin]
                 peer.gats_accesses_granted += 1
                 epoch.expected_done[origin] = peer.gats_accesses_granted
-                self._raise(origin, Word.GRANT, peer.gats_accesses_granted)
+                self._raise(origin, _WORD_GRANT, peer.gats_accesses_granted)
             self._complete_token(epoch.open_token)
-        elif kind is EpochKind.START:
+        elif kind is _EPOCH_KIND_START:
             for access in epoch.access.values():
                 peer = self.peers[access.rank]
                 peer.gats_accesses_opened += 1
@@ -666,7 +689,7 @@ class WindowEngine:
                 if nocheck or peer.gats_granted_access_id >= access.ordinal:
                     self._grant(epoch, access)
         elif kind in PASSIVE_KINDS:
-            exclusive = kind is EpochKind.LOCK and epoch.lock_type is LockType.EXCLUSIVE
+            exclusive = kind is _EPOCH_KIND_LOCK and epoch.lock_type is _LOCK_TYPE_EXCLUSIVE
             for access in epoch.access.values():
                 peer = self.peers[access.rank]
                 peer.lock_requests_sent += 1
@@ -687,18 +710,18 @@ class WindowEngine:
                 )
                 access.lock = self._locks[access.rank] = lock
                 lock.acquire()
-        elif kind is EpochKind.FENCE:
+        elif kind is _EPOCH_KIND_FENCE:
             for access in epoch.access.values():
                 opened = self.peers[access.rank].fence_opened
                 if access.rank == self.rank or opened >= epoch.fence_ordinal:
                     self._grant(epoch, access)
             self._complete_token(epoch.open_token)
-        if kind is EpochKind.START or nocheck:  # (a lock request's grant checks for itself)
+        if kind is _EPOCH_KIND_START or nocheck:  # (a lock request's grant checks for itself)
             self._check_open_token(epoch)
         self._advance(epoch)
 
     def _grants_arrived(self, src: int, granted_id: int) -> None:
-        for epoch in self._live_of(EpochKind.START):
+        for epoch in self._live_of(_EPOCH_KIND_START):
             access = epoch.access.get(src)
             if access is None:  # (live epochs are active)
                 continue
@@ -709,7 +732,7 @@ class WindowEngine:
 
     def _lock_granted(self, epoch: Epoch, access: AccessTarget) -> None:
         self._grant(epoch, access)
-        if epoch.kind is EpochKind.LOCK:
+        if epoch.kind is _EPOCH_KIND_LOCK:
             self._complete_token(epoch.open_token)  # its one target is granted: the lock is open
         else:
             self._check_open_token(epoch)
@@ -725,14 +748,14 @@ class WindowEngine:
 
     def _grant(self, epoch: Epoch, access: AccessTarget) -> None:
         """``access.rank`` granted this epoch: replay the RMA calls recorded for it, in order."""
-        self._move_target(access, TargetStep.GRANT)
+        self._move_target(access, _TARGET_STEP_GRANT)
         queued, access.queued = access.queued, []
         for token, payload in queued:
             self._issue(epoch, access, token, payload)
         self.completion.granted(access)
 
     def _check_open_token(self, epoch: Epoch) -> None:
-        if epoch.kind is EpochKind.POST or epoch.kind is EpochKind.FENCE:
+        if epoch.kind is _EPOCH_KIND_POST or epoch.kind is _EPOCH_KIND_FENCE:
             return
         for access in epoch.access.values():  # (a loop, not all(): asked at every grant)
             if access.phase not in GRANTED_PHASES:
@@ -743,12 +766,12 @@ class WindowEngine:
 
     def _advance(self, epoch: Epoch) -> None:
         """Push a closed, active epoch towards completion: flush, notify, release, complete."""
-        if epoch.phase is not EpochPhase.CLOSING:
+        if epoch.phase is not _EPOCH_PHASE_CLOSING:
             return
         # (_lock_released reads it: a release finished inside this step is looked at here)
         outer, self._advancing = self._advancing, epoch
         try:
-            if epoch.kind is EpochKind.POST:
+            if epoch.kind is _EPOCH_KIND_POST:
                 if self._exposure_finished(epoch):
                     self._complete_epoch(epoch)
                 return
@@ -773,10 +796,10 @@ class WindowEngine:
                     if not lock.done:  # (a release finished inside the call is done now)
                         finished = False
                         continue
-                self._move_target(access, TargetStep.CLOSE_OUT)
-                if epoch.kind is EpochKind.START:
-                    self._raise(access.rank, Word.DONE, access.ordinal)
-            if epoch.kind is EpochKind.FENCE:
+                self._move_target(access, _TARGET_STEP_CLOSE_OUT)
+                if epoch.kind is _EPOCH_KIND_START:
+                    self._raise(access.rank, _WORD_DONE, access.ordinal)
+            if epoch.kind is _EPOCH_KIND_FENCE:
                 if finished and not epoch.fence_done_sent:
                     epoch.fence_done_sent = True
                     self._fence_done_sent = max(self._fence_done_sent, epoch.fence_ordinal)
@@ -798,7 +821,7 @@ class WindowEngine:
         )
 
     def _complete_epoch(self, epoch: Epoch) -> None:
-        self._move_epoch(epoch, EpochStep.COMPLETE)
+        self._move_epoch(epoch, _EPOCH_STEP_COMPLETE)
         self._active.remove(epoch)
         # An empty access epoch can complete before its grants arrive; its opening Request must
         # not outlive it.
@@ -842,7 +865,7 @@ class WindowEngine:
         make a peer write the control region of a ``peers_write_control=False`` window (every
         epoch but lock and lock_all with MODE_NOCHECK; fence() asks the latter itself)."""
         for epoch in self._open.values():
-            if epoch.kind is EpochKind.FENCE and not epoch.has_ops:
+            if epoch.kind is _EPOCH_KIND_FENCE and not epoch.has_ops:
                 continue  # an empty trailing fence epoch is closed for the program on open
             if (epoch.kind, kind) not in MAY_OVERLAP:
                 raise EpochError(f"cannot open a {kind.value} epoch while a {epoch.kind.value} epoch is open")
@@ -863,13 +886,13 @@ class WindowEngine:
 
     def _raise(self, dest: int, word: Word, value: int) -> None:
         """Raise our slot of ``word`` at ``dest`` to ``value`` (max: late or repeated is harmless)."""
-        self.io.write(dest, self.layout.index(word, self.rank), AtomicOp.MAX, value)
+        self.io.write(dest, self.layout.index(word, self.rank), _ATOMIC_OP_MAX, value)
 
     def _send_fence_notice(self) -> None:
         value = pack_fence(self._fences_opened, self._fence_done_sent)
         for r in range(self.size):
             if r != self.rank:
-                self._raise(r, Word.FENCE, value)
+                self._raise(r, _WORD_FENCE, value)
 
     def _new_token(self) -> int:
         token = self._next_token
