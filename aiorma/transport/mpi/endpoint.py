@@ -574,19 +574,15 @@ class MpiEndpoint:
         win, dt, units = window.win, window.datatype, window.units
         memory = window.shared[target]
         try:
-            if isinstance(data, int):
-                if memory is not None and memory.dtype == _INT64:
-                    memory[disp] = data  # one aligned 8-byte store, as below
-                    win.Sync()
-                    if window.notify:
-                        self._doorbell.ring(target)
-                    return True
-                data = np.array([data], np.int64)
-            if memory is not None and data.dtype == memory.dtype:
+            if isinstance(data, int) and (memory is None or memory.dtype != _INT64):
+                data = np.array([data], np.int64)  # a put carries an array
+            if memory is not None and (isinstance(data, int) or data.dtype == memory.dtype):
                 # Everything earlier towards target is complete there (the caller's contract),
                 # so these stores land after it; Win_sync is MPI's memory barrier for memory
                 # shared this way: what a later store (a flag) publishes is visible first.
-                if words:
+                if isinstance(data, int):
+                    memory[disp] = data  # one word: one aligned 8-byte store, as below
+                elif words:
                     # Words read while they land: one aligned 8-byte store each (the compiled
                     # store_words, or one element store each), where a copy of several may be
                     # made in smaller pieces.
@@ -600,6 +596,7 @@ class MpiEndpoint:
                     copy_bytes(memory[disp : disp + data.size], data)
                 win.Sync()
             else:
+                assert not isinstance(data, int)  # (made an array above where memory is not mapped)
                 run = WHOLE_RUN if words else max(1, data.size)
                 for lo in range(0, data.size, run):
                     part = data[lo : lo + run]
