@@ -531,8 +531,9 @@ class Collectives:
         (``send is recv`` is allowed).
 
         ``algorithm``: ``"recursive_doubling"``, ``"ring"`` (reduce-scatter + allgather),
-        ``"direct"`` (the same, one round each) or ``"hierarchical"`` (node leaders); the last
-        three need a commutative op."""
+        ``"direct"`` (the same, one round each), ``"halving_doubling"`` (the same by recursive
+        halving and doubling: Rabenseifner's) or ``"hierarchical"`` (node leaders); all but the
+        first need a commutative op."""
         return self.submit(self.allreduce_job(send, recv, op, algorithm=algorithm, nodes=nodes), "allreduce")
 
     def allreduce_job(

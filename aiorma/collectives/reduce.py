@@ -1,5 +1,5 @@
-"""Reduce and allreduce: binomial tree, recursive doubling, ring or direct reduce-scatter + allgather,
-reduce-scatter + gather, node leaders.
+"""Reduce and allreduce: binomial tree, recursive doubling, ring, direct or halving-doubling
+reduce-scatter + allgather, reduce-scatter + gather, node leaders.
 
 ``acc`` is a 1-D typed array holding this rank's contribution; each algorithm leaves the result
 in it (at the root for reduce, everywhere for allreduce).  Combining keeps rank order where the
@@ -19,7 +19,7 @@ from .exchange import Exchange
 from .landing import Landing
 from .programs import recursive_doubling_program
 from .reduce_ops import is_commutative
-from .schedules import split
+from .schedules import largest_power_of_two, split
 
 
 def _bytes(array: np.ndarray) -> np.ndarray:
@@ -125,6 +125,58 @@ async def direct_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence
         [ch.send(group[j], _bytes(block(me))) for j in peers]
         + [ch.recv(group[i], _bytes(block(i))) for i in sources]
     )
+
+
+async def halving_doubling_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:
+    """Rabenseifner's allreduce (commutative ops; Rabenseifner, *Optimization of Collective
+    Reduction Operations*, 2004): a reduce-scatter by recursive halving — at each of ``log2 m``
+    steps a rank keeps half of its current range, sends the other half to the partner across
+    that step's bit and combines the partner's copy of the half it keeps — then an allgather by
+    recursive doubling that retraces the steps, the two partners swapping their reduced halves.
+
+    Each rank combines ``(1 − 1/m)·n`` elements and sends as many twice, where recursive
+    doubling combines and sends all ``n`` at each of its ``log2 m`` steps; the step count stays
+    logarithmic where the ring's grows with ``m``.  With ``m`` not a power of two, the ``r``
+    ranks beyond the largest power of two first hand their data to a partner among the others
+    and get the result back at the end (two messages more on the critical path).
+
+    Each range is combined on one rank only and then copied, so every rank ends with the same
+    result whatever order the contributions arrived in."""
+    size = len(group)
+    me = group.index(ch.rank)
+    pof2 = largest_power_of_two(size)
+    if me >= pof2:  # one of the r extra ranks: its partner computes for it
+        partner = group[me - pof2]
+        await ch.send(partner, _bytes(acc), via_slots=True)
+        await ch.recv(partner, _bytes(acc))
+        return
+    if me + pof2 < size:
+        await ch.recv_reduce(group[me + pof2], acc, op, incoming_higher=True)
+    lo, hi = 0, acc.size
+    steps: list[tuple[int, tuple[int, int], tuple[int, int]]] = []  # (partner, kept, given)
+    mask = pof2 >> 1
+    while mask:
+        mid = lo + (hi - lo) // 2
+        kept, given = ((mid, hi), (lo, mid)) if me & mask else ((lo, mid), (mid, hi))
+        partner = me ^ mask
+        await await_all(
+            [
+                ch.send(group[partner], _bytes(acc[given[0] : given[1]]), via_slots=True),
+                ch.recv_reduce(group[partner], acc[kept[0] : kept[1]], op, incoming_higher=partner > me),
+            ]
+        )
+        steps.append((group[partner], kept, given))
+        lo, hi = kept
+        mask >>= 1
+    for partner_rank, kept, given in reversed(steps):
+        await await_all(
+            [
+                ch.send(partner_rank, _bytes(acc[kept[0] : kept[1]])),
+                ch.recv(partner_rank, _bytes(acc[given[0] : given[1]])),
+            ]
+        )
+    if me + pof2 < size:
+        await ch.send(group[me + pof2], _bytes(acc))
 
 
 async def ring_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:

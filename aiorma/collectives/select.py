@@ -64,6 +64,7 @@ from .programs import (
 from .reduce import (
     binomial_reduce,
     direct_allreduce,
+    halving_doubling_allreduce,
     hierarchical_allreduce,
     hierarchical_reduce,
     recursive_doubling_allreduce,
@@ -214,6 +215,14 @@ ALLREDUCE: dict[str, Algorithm] = {
     "ring": Algorithm(
         lambda c, src, out: _allreduce_in_place(ring_allreduce, c, src, out, c.everyone),
         cost=lambda p, case, k: m.allreduce_ring(p, case.size, case.nbytes),
+        eligible=_commutative_and(_more_than_two),
+        commutative=True,
+    ),
+    # On request only: on this project's 2-core machine, where ranks outnumber cores, it beat
+    # the others only at 4 ranks and 4 MiB (docs/benchmarks.md), and the model, which charges
+    # no rank for sharing a core, would pick it at 8 ranks and 1 MiB, where it lost.
+    "halving_doubling": Algorithm(
+        lambda c, src, out: _allreduce_in_place(halving_doubling_allreduce, c, src, out, c.everyone),
         eligible=_commutative_and(_more_than_two),
         commutative=True,
     ),

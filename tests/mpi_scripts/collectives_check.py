@@ -300,7 +300,7 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
     for op, dtypes in OP_DTYPES:
         algorithms: list[str | None] = [None, "recursive_doubling"]
         if op not in (Op.REPLACE, Op.NO_OP):
-            algorithms += ["ring", "direct", "hierarchical"]
+            algorithms += ["ring", "direct", "halving_doubling", "hierarchical"]
         for algorithm in algorithms:
             for dtype in dtypes:
                 salt += 1
@@ -320,7 +320,7 @@ async def allreduce_ops_dtypes(comm: aiorma.Comm) -> None:
     same(grid.buf, expected, "in place")
     grid.check("in-place allreduce")
     n = min(200_000, 40 * slot_bytes(comm) // 8)  # several slots' worth, whatever the slot size
-    for algorithm in ("ring", "direct", "recursive_doubling"):
+    for algorithm in ("ring", "direct", "halving_doubling", "recursive_doubling"):
         send = np.full(n, comm.rank + 1, np.int64)
         recv = guarded_zeros(n, np.int64)
         await comm.allreduce(send, recv.buf, Op.SUM, algorithm=algorithm)
