@@ -20,7 +20,7 @@ import pytest
 
 from aiorma.collectives.barrier import nway_peers
 from aiorma.collectives.bcast import knomial_links
-from aiorma.collectives.exchange import OUT, SCRATCH, SOURCE, Program, Receive
+from aiorma.collectives.exchange import OUT, SCRATCH, SOURCE, Program, Receive, Round
 from aiorma.collectives.programs import (
     barrier_program,
     binomial_gather_program,
@@ -31,6 +31,7 @@ from aiorma.collectives.programs import (
     direct_alltoall_program,
     direct_gather_program,
     direct_scatter_program,
+    halving_doubling_program,
     pairwise_alltoall_program,
     recursive_doubling_allgather_program,
     recursive_doubling_program,
@@ -113,9 +114,9 @@ def interpret(
                     view(parts, r.part, r.blocks)[...] = incoming
                 else:
                     assert op is not None
-                    mine = parts[r.part].copy()
+                    mine = view(parts, r.part, r.blocks).copy()
                     low, high = (mine, incoming) if r.incoming_higher else (incoming, mine)
-                    parts[r.into][...] = _apply(op, low, high)
+                    view(parts, r.into, r.blocks)[...] = _apply(op, low, high)
                 for child in r.forward:
                     forwarded = view(parts, r.part, r.blocks).copy()
                     queues.setdefault((rank, child), deque()).append((forwarded, False))
@@ -300,9 +301,40 @@ def test_gather_family_moves_every_block_to_its_place(name: str, size: int) -> N
             assert np.array_equal(buffers[rank][OUT], expected[rank]), (name, root, rank)
 
 
-def test_a_receive_that_combines_takes_no_blocks() -> None:
-    with pytest.raises(ValueError, match="whole buffers"):
-        Receive(1, SOURCE, into=OUT, blocks=(0, 1))
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("count", [0, 1, 3, 8, 13])
+@pytest.mark.parametrize("op", [Op.SUM, Op.MAX])
+def test_halving_doubling_reduces_every_element_leaves_source_alone(size: int, count: int, op: Op) -> None:
+    """Every element reduced over the whole group on every rank, for group sizes that are and
+    are not powers of two and counts smaller than the group (empty halves); SOURCE unchanged."""
+    group = list(range(size))
+    programs = [halving_doubling_program(group, rank, count) for rank in group]
+    contributions = [np.arange(count, dtype=np.int64) * (rank + 3) % 7 + rank for rank in group]
+    expected = contributions[0]
+    for value in contributions[1:]:
+        expected = _apply(op, expected, value)
+    buffers = [_parts(value.copy(), in_place=False) for value in contributions]
+    interpret(programs, buffers, op, block=1)
+    for rank in group:
+        assert np.array_equal(buffers[rank][OUT], expected), (rank, buffers[rank][OUT], expected)
+        assert np.array_equal(buffers[rank][SOURCE], contributions[rank]), rank
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+def test_halving_doubling_combines_each_element_once_per_step_on_a_power_of_two(size: int) -> None:
+    """A rank combines half of its range at each step: (1 - 1/m) of the elements in all, where
+    recursive doubling combines all of them at every step."""
+    count = 64
+    for rank in range(size):
+        program = halving_doubling_program(list(range(size)), rank, count)
+        combined = sum(r.blocks[1] for step in program.rounds for r in step.receives if r.into is not None)
+        assert combined == count - count // size, (rank, combined)
+
+
+def test_a_receive_that_combines_blocks_needs_whole_elements() -> None:
+    program = Program("p", (Round(receives=(Receive(1, SOURCE, into=OUT, blocks=(0, 1)),)),))
+    with pytest.raises(ValueError, match="whole elements"):
+        program.bind(QueueChannel(0, 2, {}), np.zeros(4), np.zeros(4), Op.SUM, block=4)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------- the real Exchange, in process
@@ -343,6 +375,28 @@ class QueueChannel:
         data = await self._queue(src, self.rank).get()
         assert isinstance(data, np.ndarray) and data.size == nbytes
         consume(data, 0, nbytes)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("size", [2, 3, 5, 8])
+def test_exchange_runs_halving_doubling_as_the_interpreter_does(size: int) -> None:
+    count = 11
+
+    async def main() -> list[np.ndarray]:
+        net: dict[tuple[int, int], asyncio.Queue[object]] = {}
+        outs = [np.zeros(count) for _ in range(size)]
+        runs = []
+        for rank in range(size):
+            program = halving_doubling_program(list(range(size)), rank, count)
+            ch = QueueChannel(rank, size, net)
+            source = np.arange(count) + rank * 100.0
+            runs.append(program.bind(ch, source, outs[rank], Op.SUM, 8).start())
+        await asyncio.wait_for(asyncio.gather(*runs), 10)
+        return outs
+
+    outs = asyncio.run(main())
+    expected = sum(np.arange(count) + rank * 100.0 for rank in range(size))
+    for out in outs:
+        assert np.array_equal(out, expected)
 
 
 @pytest.mark.parametrize("size", [2, 3, 5, 8])

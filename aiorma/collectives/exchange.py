@@ -93,7 +93,8 @@ class Send:
 class Receive:
     """Take a message from ``peer`` the size of buffer ``part`` (or of its ``blocks``).
     ``into=None``: copy it into ``part`` (and, with ``forward``, send each chunk on to those
-    ranks as it lands).  Otherwise combine it with ``part`` into buffer ``into`` with the call's
+    ranks as it lands).  Otherwise combine it with ``part`` into buffer ``into`` (the same
+    ``blocks`` of both, which must be whole elements; ``into`` may be ``part``) with the call's
     op; ``incoming_higher`` says the message holds higher ranks' data (the order REPLACE and
     NO_OP depend on)."""
 
@@ -108,10 +109,6 @@ class Receive:
     #: each sender in turn); the matching :class:`Send` says so too.  A receive that combines
     #: always takes the slots.
     via_slots: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        if self.blocks is not None and self.into is not None:
-            raise ValueError("a receive that combines takes whole buffers, not blocks")
 
 
 @attrs.frozen
@@ -200,7 +197,16 @@ class Bound:
                 return raw[part]
             return raw[part][blocks[0] * block : (blocks[0] + blocks[1]) * block]
 
-        self.rounds = [_bind_round(step, ch, parts, view, op) for step in program.rounds]
+        def typed(part: int, blocks: Blocks) -> np.ndarray:
+            flat = parts[part].reshape(-1)
+            if blocks is None:
+                return flat
+            itemsize = flat.dtype.itemsize
+            if block % itemsize:
+                raise ValueError(f"blocks of {block} bytes are not whole elements of {flat.dtype}")
+            return flat[blocks[0] * block // itemsize : (blocks[0] + blocks[1]) * block // itemsize]
+
+        self.rounds = [_bind_round(step, ch, view, typed, op) for step in program.rounds]
         self.count = len(self.rounds)
         #: (result, out) when the result ends in another array than OUT: copied at the end.
         self.copy_out = (
@@ -235,10 +241,11 @@ class _BoundRound:
 def _bind_round(
     step: Round,
     ch: Channel,
-    parts: list[np.ndarray],
     view: Callable[[int, Blocks], np.ndarray],
+    typed: Callable[[int, Blocks], np.ndarray],
     op: Op | None,
 ) -> _BoundRound:
+    """``view``: a part's (blocks') bytes; ``typed``: its 1-D elements."""
     receives: list[_BoundReceive] = []
     for r in step.receives:
         forwards: list[asyncio.Future[None]] | None = None
@@ -246,7 +253,7 @@ def _bind_round(
         if r.into is not None:
             if op is None:
                 raise ValueError(f"{r} combines, and the program was bound without an op")
-            consume = combiner(op, parts[r.part].reshape(-1), r.incoming_higher, parts[r.into].reshape(-1))
+            consume = combiner(op, typed(r.part, r.blocks), r.incoming_higher, typed(r.into, r.blocks))
         elif r.forward:
             forwards = []
             consume = _forwarder(ch, into, r.forward, forwards)

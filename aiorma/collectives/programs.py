@@ -83,6 +83,61 @@ def recursive_doubling_program(group: Sequence[int], rank: int, in_place: bool) 
     return Program(name, tuple(rounds), result=current)
 
 
+def halving_doubling_program(group: Sequence[int], rank: int, count: int) -> Program:
+    """Rabenseifner's allreduce (commutative ops) of ``count`` elements from SOURCE into OUT,
+    bound with one element per block: a reduce-scatter by recursive halving — at each of
+    ``log2 m`` steps a rank keeps half of its current range, sends the other half to the
+    partner across that step's bit and combines the partner's copy of the kept half — then an
+    allgather by recursive doubling back up the same steps, the partners swapping their reduced
+    halves.  The first step reads SOURCE and writes OUT, so SOURCE is never written and needs no
+    copy.  With ``m`` not a power of two the ``r`` indices beyond the largest power of two hand
+    their data to index ``i − 2^k`` first and get the result back at the end.  Each range is
+    combined on one rank only and then copied, so every rank ends with the same result whatever
+    the order its contributions arrived in."""
+    size = len(group)
+    me = group.index(rank)
+    pof2 = largest_power_of_two(size)
+    name = "allreduce:halving_doubling"
+    if me >= pof2:
+        partner = group[me - pof2]
+        return Program(
+            name,
+            (Round(sends=(Send(partner, SOURCE, via_slots=True),)), Round(receives=(Receive(partner, OUT),))),
+        )
+    rounds: list[Round] = []
+    current = SOURCE
+    if me + pof2 < size:
+        rounds.append(Round(receives=(Receive(group[me + pof2], SOURCE, into=OUT, incoming_higher=True),)))
+        current = OUT
+    lo, hi = 0, count
+    steps: list[tuple[int, tuple[int, int], tuple[int, int]]] = []  # (partner, kept, given)
+    mask = pof2 >> 1
+    while mask:
+        mid = lo + (hi - lo) // 2
+        low, high = (lo, mid - lo), (mid, hi - mid)
+        kept, given = (high, low) if me & mask else (low, high)
+        partner = group[me ^ mask]
+        rounds.append(
+            Round(
+                sends=(Send(partner, current, given, via_slots=True),),
+                receives=(Receive(partner, current, into=OUT, blocks=kept, incoming_higher=me ^ mask > me),),
+            )
+        )
+        steps.append((partner, kept, given))
+        current = OUT
+        lo, hi = kept[0], kept[0] + kept[1]
+        mask >>= 1
+    if current == SOURCE:  # a group of one
+        rounds.append(Round(copies=(Copy(SOURCE, None, OUT, None),)))
+    for partner, kept, given in reversed(steps):
+        rounds.append(
+            Round(sends=(Send(partner, OUT, kept),), receives=(Receive(partner, OUT, blocks=given),))
+        )
+    if me + pof2 < size:
+        rounds.append(Round(sends=(Send(group[me + pof2], OUT),)))
+    return Program(name, tuple(rounds))
+
+
 def binomial_reduce_program(group: Sequence[int], rank: int, root: int, commutative: bool) -> Program:
     """Reduce of SOURCE into OUT at group index ``root`` along a binomial tree, one message per
     edge (the pipelined coroutine :func:`.reduce.binomial_reduce` takes messages of several

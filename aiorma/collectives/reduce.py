@@ -17,9 +17,9 @@ from ..constants import Op
 from .bcast import await_all, knomial_bcast
 from .exchange import Exchange
 from .landing import Landing
-from .programs import recursive_doubling_program
+from .programs import halving_doubling_program, recursive_doubling_program
 from .reduce_ops import is_commutative
-from .schedules import largest_power_of_two, split
+from .schedules import split
 
 
 def _bytes(array: np.ndarray) -> np.ndarray:
@@ -127,56 +127,17 @@ async def direct_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence
     )
 
 
-async def halving_doubling_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:
-    """Rabenseifner's allreduce (commutative ops; Rabenseifner, *Optimization of Collective
-    Reduction Operations*, 2004): a reduce-scatter by recursive halving — at each of ``log2 m``
-    steps a rank keeps half of its current range, sends the other half to the partner across
-    that step's bit and combines the partner's copy of the half it keeps — then an allgather by
-    recursive doubling that retraces the steps, the two partners swapping their reduced halves.
-
-    Each rank combines ``(1 − 1/m)·n`` elements and sends as many twice, where recursive
-    doubling combines and sends all ``n`` at each of its ``log2 m`` steps; the step count stays
-    logarithmic where the ring's grows with ``m``.  With ``m`` not a power of two, the ``r``
-    ranks beyond the largest power of two first hand their data to a partner among the others
-    and get the result back at the end (two messages more on the critical path).
-
-    Each range is combined on one rank only and then copied, so every rank ends with the same
-    result whatever order the contributions arrived in."""
-    size = len(group)
-    me = group.index(ch.rank)
-    pof2 = largest_power_of_two(size)
-    if me >= pof2:  # one of the r extra ranks: its partner computes for it
-        partner = group[me - pof2]
-        await ch.send(partner, _bytes(acc), via_slots=True)
-        await ch.recv(partner, _bytes(acc))
-        return
-    if me + pof2 < size:
-        await ch.recv_reduce(group[me + pof2], acc, op, incoming_higher=True)
-    lo, hi = 0, acc.size
-    steps: list[tuple[int, tuple[int, int], tuple[int, int]]] = []  # (partner, kept, given)
-    mask = pof2 >> 1
-    while mask:
-        mid = lo + (hi - lo) // 2
-        kept, given = ((mid, hi), (lo, mid)) if me & mask else ((lo, mid), (mid, hi))
-        partner = me ^ mask
-        await await_all(
-            [
-                ch.send(group[partner], _bytes(acc[given[0] : given[1]]), via_slots=True),
-                ch.recv_reduce(group[partner], acc[kept[0] : kept[1]], op, incoming_higher=partner > me),
-            ]
-        )
-        steps.append((group[partner], kept, given))
-        lo, hi = kept
-        mask >>= 1
-    for partner_rank, kept, given in reversed(steps):
-        await await_all(
-            [
-                ch.send(partner_rank, _bytes(acc[kept[0] : kept[1]])),
-                ch.recv(partner_rank, _bytes(acc[given[0] : given[1]])),
-            ]
-        )
-    if me + pof2 < size:
-        await ch.send(group[me + pof2], _bytes(acc))
+def halving_doubling_allreduce(
+    ch: Landing, source: np.ndarray, out: np.ndarray, op: Op, group: Sequence[int]
+) -> Exchange:
+    """Rabenseifner's allreduce (*Optimization of Collective Reduction Operations*, 2004) from
+    ``source`` into ``out`` (1-D, same dtype and size; they may be the same array), commutative
+    ops: :func:`.programs.halving_doubling_program`.  Each rank combines ``(1 − 1/m)·n``
+    elements and sends as many twice, where recursive doubling combines and sends all ``n`` at
+    each of its ``log2 m`` steps.  Awaitable."""
+    source, out = source.reshape(-1), out.reshape(-1)
+    program = halving_doubling_program(group, ch.rank, source.size)
+    return program.bind(ch, source, out, op, source.dtype.itemsize).start()
 
 
 async def ring_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int]) -> None:

@@ -218,11 +218,11 @@ ALLREDUCE: dict[str, Algorithm] = {
         eligible=_commutative_and(_more_than_two),
         commutative=True,
     ),
-    # On request only: on this project's 2-core machine, where ranks outnumber cores, it beat
-    # the others only at 4 ranks and 4 MiB (docs/benchmarks.md), and the model, which charges
-    # no rank for sharing a core, would pick it at 8 ranks and 1 MiB, where it lost.
+    # On request only: on this project's 2-core machine it was the best at 2 and 4 ranks and lost
+    # at 8 (docs/benchmarks.md), and the model, which charges nothing for ranks sharing a core,
+    # would pick it at 8 ranks and 1 MiB, where it lost, and not at 4 ranks and 4 MiB.
     "halving_doubling": Algorithm(
-        lambda c, src, out: _allreduce_in_place(halving_doubling_allreduce, c, src, out, c.everyone),
+        lambda c, src, out: halving_doubling_allreduce(c.landing, src, out, c.op, c.everyone),
         eligible=_commutative_and(_more_than_two),
         commutative=True,
     ),
