@@ -32,15 +32,16 @@ Every wait is on this rank's own memory.  The engine allows one active request p
 Each step ends by asking for one atomic (or by waiting on a word); when the answer comes inside
 the call — an atomic into shared memory — the next step is taken at once, so a lock on a free
 queue is granted, and released, inside the call that started it: the same steps, taken inline.
-The grant and the release are reported to the engine as they happen (``on_granted``,
-``on_released``), which may therefore be inside the engine's own call that started or released
-the request: the engine's handlers look at the epoch's state again rather than assume it.
+The grant and the release are reported to the engine as they happen
+(:meth:`LockEngine.lock_granted`, :meth:`LockEngine.lock_released`), which may therefore be
+inside the engine's own call that started or released the request: the engine's handlers look at
+the epoch's state again rather than assume it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final
 
 import attr
 import numpy as np
@@ -113,8 +114,15 @@ class LockCounts:
     linked: int = 0  # sum of (rank + 1) of the successors already handed the head
 
 
-class LockIO(Protocol):
-    """What a QueueLock needs from its engine."""
+class LockEngine:
+    """What a :class:`QueueLock` needs from the engine it belongs to
+    (:class:`~aiorma.engine.window_engine.WindowEngine` is the one).
+
+    A base class the engine derives from rather than a protocol: compiled (aiorma._native), a
+    call through a protocol-typed attribute is a generic Python call — arguments boxed, a bound
+    method made — where a call of a base class's method is a direct one; the lock and the
+    engine call each other several times per epoch.  The requests report by target: the engine
+    allows one active request per target."""
 
     control: np.ndarray
     layout: ControlLayout
@@ -126,8 +134,18 @@ class LockIO(Protocol):
     ) -> int | None:
         """The old value when the answer is in hand now (the caller takes the next step), else
         None: ``then(old)`` is called when it comes."""
+        raise NotImplementedError
 
-    def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None: ...
+    def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        raise NotImplementedError
+
+    def lock_granted(self, target: int) -> None:
+        """The request towards ``target`` holds the lock."""
+        raise NotImplementedError
+
+    def lock_released(self, target: int) -> None:
+        """The request towards ``target`` gave the lock back and is done."""
+        raise NotImplementedError
 
 
 class QueueLock:
@@ -135,13 +153,11 @@ class QueueLock:
 
     def __init__(
         self,
-        io: LockIO,
+        io: LockEngine,
         rank: int,
         target: int,
         exclusive: bool,
         counts: LockCounts,
-        on_granted: Callable[[], None],
-        on_released: Callable[[], None],
     ) -> None:
         self.io = io
         self.me = rank + 1
@@ -153,8 +169,6 @@ class QueueLock:
         self.handoffs_needed = 0  # LOCK_HANDOFF[target] value that means "head is mine"
         self.drains_needed = 0
         self.release_requested = False
-        self._on_granted = on_granted
-        self._on_released = on_released
         self._next = io.layout.index(_LOCK_NEXT, target)
 
     @property
@@ -209,9 +223,7 @@ class QueueLock:
         self.counts.handoffs += 1
         self.handoffs_needed = self.counts.handoffs
         self.head = _HEAD_QUEUED
-        self.io.control_write(
-            predecessor - 1, self.io.layout.index(_LOCK_NEXT, self.target), _SUM, self.me
-        )
+        self.io.control_write(predecessor - 1, self.io.layout.index(_LOCK_NEXT, self.target), _SUM, self.me)
         self.control_changed()  # the hand-off may already be here (a fast predecessor)
 
     def _at_head(self) -> None:
@@ -249,14 +261,12 @@ class QueueLock:
 
     def _grant(self) -> None:
         self.hold = _HOLD_HELD
-        self._on_granted()
+        self.io.lock_granted(self.target)
 
     def _left(self, old: int) -> None:
         writer = old >> READER_BITS
         if old & READER_MASK == 1 and writer:
-            self.io.control_write(
-                writer - 1, self.io.layout.index(_LOCK_DRAINED, self.target), _SUM, 1
-            )
+            self.io.control_write(writer - 1, self.io.layout.index(_LOCK_DRAINED, self.target), _SUM, 1)
         self.hold = _HOLD_RELEASED
         self._check_done()
 
@@ -281,12 +291,10 @@ class QueueLock:
             self.io.links_awaited -= 1
         successor = int(self.io.control[self._next]) - self.counts.linked
         self.counts.linked += successor
-        self.io.control_write(
-            successor - 1, self.io.layout.index(_LOCK_HANDOFF, self.target), _SUM, 1
-        )
+        self.io.control_write(successor - 1, self.io.layout.index(_LOCK_HANDOFF, self.target), _SUM, 1)
         self.head = _HEAD_PASSED
         self._check_done()
 
     def _check_done(self) -> None:
         if self.done:
-            self._on_released()
+            self.io.lock_released(self.target)

@@ -59,7 +59,7 @@ from .checks import check_assertion, check_group, check_rank
 from .completion import RemoteCompletion
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
 from .epochs import AccessTarget, Epoch, PeerTrait
-from .lock_protocol import LockCounts, QueueLock
+from .lock_protocol import LockCounts, LockEngine, QueueLock
 from .rules import (
     ACCESS_KINDS,
     MAY_OVERLAP,
@@ -146,7 +146,7 @@ def _application_call(
     return call
 
 
-class WindowEngine:
+class WindowEngine(LockEngine):
     """Epoch state machines, activation rules, matching and the lock protocol of one window."""
 
     def __init__(
@@ -186,6 +186,7 @@ class WindowEngine:
         self._seen: list[int] = [0] * self.layout.words
         self._lock_counts = [LockCounts() for _ in range(size)]
         self._locks: dict[int, QueueLock] = {}  # active lock requests, by target
+        self._lock_epochs: dict[int, Epoch] = {}  # the epoch each of them was made for
         #: Lock releases waiting for a successor that swapped into the queue but has not yet
         #: linked itself behind us (microseconds on one node): the driver finishes such a release
         #: inside the closing call, so that a releaser that then computes holds nobody up.
@@ -579,7 +580,7 @@ class WindowEngine:
                 self._advance(epoch)
         self.completion.service()
 
-    # ------------------------------------------------------------ control region (LockIO)
+    # ------------------------------------- control region (what a QueueLock reads and asks for)
 
     def control_write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
         self.io.write(dest, index, op, value)
@@ -705,10 +706,9 @@ class WindowEngine:
                     access.rank,
                     exclusive,
                     self._lock_counts[access.rank],
-                    on_granted=functools.partial(self._lock_granted, epoch, access),
-                    on_released=functools.partial(self._lock_released, epoch, access),
                 )
                 access.lock = self._locks[access.rank] = lock
+                self._lock_epochs[access.rank] = epoch
                 lock.acquire()
         elif kind is _EPOCH_KIND_FENCE:
             for access in epoch.access.values():
@@ -730,7 +730,9 @@ class WindowEngine:
                 self._check_open_token(epoch)
                 self._advance(epoch)
 
-    def _lock_granted(self, epoch: Epoch, access: AccessTarget) -> None:
+    def lock_granted(self, target: int) -> None:
+        epoch = self._lock_epochs[target]
+        access = epoch.access[target]
         self._grant(epoch, access)
         if epoch.kind is _EPOCH_KIND_LOCK:
             self._complete_token(epoch.open_token)  # its one target is granted: the lock is open
@@ -738,10 +740,12 @@ class WindowEngine:
             self._check_open_token(epoch)
         self._advance(epoch)
 
-    def _lock_released(self, epoch: Epoch, access: AccessTarget) -> None:
-        # The request is done with: drop it, so that the epoch (which its callbacks name) is freed
-        # when it completes, by reference counting rather than by a later run of the cyclic GC.
-        del self._locks[access.rank]
+    def lock_released(self, target: int) -> None:
+        # The request is done with: drop it, so that the epoch (which names it) is freed when it
+        # completes, by reference counting rather than by a later run of the cyclic GC.
+        epoch = self._lock_epochs.pop(target)
+        access = epoch.access[target]
+        del self._locks[target]
         access.lock = None
         if self._advancing is not epoch:  # (inside _advance(epoch), it looks at the lock next)
             self._advance(epoch)
@@ -768,7 +772,7 @@ class WindowEngine:
         """Push a closed, active epoch towards completion: flush, notify, release, complete."""
         if epoch.phase is not _EPOCH_PHASE_CLOSING:
             return
-        # (_lock_released reads it: a release finished inside this step is looked at here)
+        # (lock_released reads it: a release finished inside this step is looked at here)
         outer, self._advancing = self._advancing, epoch
         try:
             if epoch.kind is _EPOCH_KIND_POST:
