@@ -19,7 +19,7 @@ from .errors import RmaUsageError
 #: costs the hot path about 1 %.  (The rule is ``aiorma._core.await_policy.wait``'s.)
 FAIR_SLICE = await_policy.FAIR_SLICE
 
-_finished_empty: dict[str, Request] = {}  # see Request.finished
+_finished_empty: dict[str, Request] = {}  # see finished_request
 
 
 class Request:
@@ -64,18 +64,8 @@ class Request:
     def finished(
         cls, value: Any = None, error: BaseException | None = None, description: str = ""
     ) -> Request:
-        """A Request for an operation that completed inside its call: no future, no event loop.
-        Those with nothing to return are immutable and shared, one per description (the hot
-        path makes one per call)."""
-        if value is None and error is None:
-            shared = _finished_empty.get(description)
-            if shared is None:
-                shared = _finished_empty[description] = cls(None, None, description)
-            return shared
-        request = cls(None, None, description)
-        request._value = value
-        request._error = error
-        return request
+        """A Request for an operation that completed inside its call: :func:`finished_request`."""
+        return finished_request(value, error, description)
 
     def done(self) -> bool:
         """True once the operation completed (successfully or not).  Does not drive progress."""
@@ -267,9 +257,25 @@ def finish_as(future: asyncio.Future[None], request: Request) -> None:
             future.set_result(None)
 
 
+def finished_request(value: Any = None, error: BaseException | None = None, description: str = "") -> Request:
+    """A Request for an operation that completed inside its call: no future, no event loop.
+    Those with nothing to return are immutable and shared, one per description (the hot path
+    makes one per call).  (A function, where the hot path calls it, rather than the classmethod
+    :meth:`Request.finished`: compiled, a call of a classmethod is a generic Python call.)"""
+    if value is None and error is None:
+        shared = _finished_empty.get(description)
+        if shared is None:
+            shared = _finished_empty[description] = Request(None, None, description)
+        return shared
+    request = Request(None, None, description)
+    request._value = value
+    request._error = error
+    return request
+
+
 def completed_request(value: Any = None, description: str = "") -> Request:
     """A Request that is already finished (for calls with nothing left to wait for)."""
-    return Request.finished(value, None, description)
+    return finished_request(value, None, description)
 
 
 def mark_retrieved(futures: list[asyncio.Future[Any]]) -> None:

@@ -10,7 +10,6 @@ was closed refuses every call with CommClosedError.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Iterable
 from typing import Any, Final, SupportsIndex, cast
 
@@ -69,10 +68,7 @@ class Window:
         self._endpoint = endpoint
         self._engine = engine
         self._memory = memory
-        # The Request of an engine call's token, ``_call(token, what, value=None)``.  The call took
-        # its epoch as far as it could go inside it (docs/architecture.md, *Progress and waiting*):
-        # a Request that finished inside the call is returned finished.
-        self._call = functools.partial(driver.request, engine.win_id)
+        self._win_id = engine.win_id
         self.counts = counts  #: elements exposed by each rank
         self.dtype: np.dtype = memory.dtype  #: the element type of every rank's memory
         self.freed = False
@@ -88,6 +84,13 @@ class Window:
             value=self._value,
             origin=self._origin,
         )
+
+    def _call(self, token: int, what: str, value: Any = None) -> Request:
+        """The Request of an engine call's token.  The call took its epoch as far as it could go
+        inside it (docs/architecture.md, *Progress and waiting*): a Request that finished inside
+        the call is returned finished.  (A method, not a ``functools.partial`` of the driver's:
+        compiled, a call of a partial is a generic Python call.)"""
+        return self._driver.request(self._win_id, token, what, value)
 
     # --------------------------------------------------------------------- properties
 

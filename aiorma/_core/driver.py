@@ -21,7 +21,7 @@ from typing import Any
 from ..engine.control import AtomicOp
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
-from ..request import Request, mark_retrieved
+from ..request import Request, finished_request, mark_retrieved
 from ..transport.base import Endpoint
 from .context import ProgressEntry, context
 from .settings import Settings
@@ -166,11 +166,12 @@ class ProgressDriver:
             self._finish_release(self.engines[win_id])
         finished = self._finished
         if finished:
+            # (Indexing, then clear: compiled, ``dict.pop`` is a generic method call.)
             key = (win_id, token)
             if key in finished:
-                error = finished.pop(key)
+                error = finished[key]
                 finished.clear()
-                return Request.finished(value, error, what)
+                return finished_request(value, error, what)
             finished.clear()
         self.waiter.wake()  # something to wait for: poll on the fast path
         # watch(), without its look at _finished: the token is not there (looked at just above)
@@ -245,10 +246,12 @@ class ProgressDriver:
             engine.flushed(event[2], event[3])
 
     def _finish(self, win_id: int, token: int, error: BaseException | None) -> None:
-        entry = self._futures.pop((win_id, token), None)
+        key = (win_id, token)
+        entry = self._futures.get(key)
         if entry is None:
-            self._finished[(win_id, token)] = error
+            self._finished[key] = error
             return
+        del self._futures[key]  # (get and del: compiled, dict.pop is a generic method call)
         future, value = entry
         if future.done():
             return

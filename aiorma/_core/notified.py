@@ -20,7 +20,7 @@ import numpy as np
 
 from ..constants import SIGNAL_SET, Op, SignalOp
 from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
-from ..request import Request, finish_as
+from ..request import Request, finish_as, finished_request
 from ..transport.base import WHOLE_RUN, Endpoint, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
@@ -108,7 +108,7 @@ class NotifiedAccess:
         """:meth:`aiorma.Window.signal`."""
         self._check_open()
         if op is SIGNAL_SET and not self._signals_pending and self._signal_inline(target, index, value):
-            return Request.finished(None, None, "signal")
+            return finished_request(None, None, "signal")
         target, index, word = self._check_signal(target, index, value, op)
 
         def flushed_then_written() -> Request:
@@ -193,7 +193,7 @@ class NotifiedAccess:
         ):
             # The signal window was checked above and nothing happened on it since.
             if signal._endpoint.put_word_flushed(signal._win_id, target, index, value):
-                return Request.finished(None, None, "put_signal")
+                return finished_request(None, None, "put_signal")
             return signal.signal(target, index, value, SIGNAL_SET)
         if signal is None:
             raise RmaUsageError(f"signal_window must be a Window, not {type(signal_window).__name__}")
@@ -218,7 +218,7 @@ class NotifiedAccess:
             self._watcher = MemoryWatcher(self._window.memory, self._driver.waiter)
         future = self._watcher.wait(index, expected, compare)
         if future.done():
-            return Request.finished(None, None, "wait_until")
+            return finished_request(None, None, "wait_until")
         return Request(future, self._driver.progress, "wait_until", self._driver.inline_wait)
 
     def close(self) -> None:
@@ -271,7 +271,7 @@ class NotifiedAccess:
         """A Request for ``then()``'s Request, ``then`` called once ``first`` succeeded."""
         if first.done():
             error = first.exception()
-            return Request.finished(None, error, what) if error is not None else then()
+            return finished_request(None, error, what) if error is not None else then()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def settle(finished: Request) -> None:

@@ -834,9 +834,9 @@ class WindowEngine(LockEngine):
     def lock_released(self, target: int) -> None:
         # The request is done with: drop it, so that the epoch (which names it) is freed when it
         # completes, by reference counting rather than by a later run of the cyclic GC.
-        epoch = self._lock_epochs.pop(target)
+        epoch = self._lock_epochs[target]
         access = epoch.access[target]
-        del self._locks[target]
+        del self._locks[target], self._lock_epochs[target]
         access.lock = None
         if self._advancing is not epoch:  # (inside _advance(epoch), it looks at the lock next)
             self._advance(epoch)
