@@ -52,6 +52,24 @@ def test_peer_failed_is_an_rma_failure_with_rank_and_cause() -> None:
     assert "rank 3" in str(exc) and "Boom" in str(exc)
 
 
+def test_a_window_created_after_the_rank_failed_fails_at_once() -> None:
+    """A peer's departure fails every engine of the rank; a window whose collective creation was
+    still finishing then was added afterwards and stayed usable: its fence waited forever (seen
+    under Open MPI, compiled, by tests/test_departure_mpi.py, 1 run in 4).  An engine added to a
+    failed driver fails at once with the same kind of error."""
+    from aiorma._core.driver import ProgressDriver
+    from aiorma.engine.window_engine import WindowEngine
+
+    network = LocalNetwork(2)
+    driver = ProgressDriver(network.endpoints[0])
+    driver.peer_departed(1)
+    engine = WindowEngine(7, 0, 2)
+    driver.add_engine(engine)
+    assert isinstance(engine.failure, PeerFailed) and engine.failure.rank == 1
+    with pytest.raises(PeerFailed):
+        engine.fence()
+
+
 def test_rank_raising_under_an_exclusive_lock_fails_the_rank_waiting_for_that_lock() -> None:
     """Rank 1 holds rank 0's exclusive lock and raises; rank 2, queued for the same lock with a put
     and a flush behind it, gets PeerFailed on all three; rank 0, in a barrier, gets it too; run

@@ -74,6 +74,9 @@ class ProgressDriver:
         # it is cleared then: whatever is left belonged to internal tokens nobody waits for.
         self._finished: dict[tuple[int, int], BaseException | None] = {}
         self._events: deque[tuple[Any, ...]] = deque()
+        # What this rank failed with, once it failed (fail()): a window added later fails at once
+        # (its collective creation may finish after a peer's departure was found).
+        self._failure: Callable[[], RmaFailure] | None = None
         self._pumping = False
         self._polled = endpoint.polled
         #: Inline waiting and signals (off with AIORMA_INLINE=0, for equivalence tests).
@@ -126,6 +129,8 @@ class ProgressDriver:
         """Fail this rank for good: every pending Request — engine tokens, RMA operations,
         collectives' waits on the waiter — raises ``make_error()``, and so does every later call
         on its windows.  Returns the futures it failed."""
+        if self._failure is None:
+            self._failure = make_error
         failed = [future for future, _value in self._futures.values()]
         for engine in list(self.engines.values()):
             engine.fail(make_error())
@@ -151,6 +156,9 @@ class ProgressDriver:
 
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine
+        if self._failure is not None:
+            engine.fail(self._failure())  # created while (or after) the rank failed
+            return
         self.waiter.start()
 
     def remove_engine(self, win_id: int) -> None:
