@@ -1,5 +1,6 @@
-"""Regression (Late Unlock): a release that waits for its successor's link finishes inside the
-``unlock`` call.
+"""Regressions: calls that drive the progress other ranks wait for.
+
+A release that waits for its successor's link finishes inside the ``unlock`` call (Late Unlock).
 
 Found by ``python -m aiorma.bench patterns`` (late_unlock, nonblocking: 93–101 % of the delay
 propagated after the queue lock replaced the target-side lock table): the holder unlocks just
@@ -8,6 +9,12 @@ the holder's release then waited for the link, which it only noticed after compu
 
 Here the transport delivers a control write only when its destination polls, as MPI's progress
 does, so the link is present but unseen when ``unlock`` is called; the call must poll for it.
+
+A call made while earlier epochs of the window are deferred acts on a lock hand-off that arrived:
+found by ``python -m aiorma.bench transactions`` (nonblocking, 16 transactions in flight: 0.81 ×
+the blocking mode's throughput).  A rank issuing epochs without awaiting noticed the lock handed
+to it only at its next await, up to 16 transactions later, and every peer queued behind it waited
+that long: a convoy.
 """
 
 from __future__ import annotations
@@ -37,7 +44,10 @@ class _PolledEndpoint(LocalEndpoint):
         kept: deque[tuple[int, int, AtomicOp, int]] = deque()
         while queue:
             win_id, index, op, value = queue.popleft()
-            if network.hold_links and ControlLayout(self.size).word_of(index)[0] is Word.LOCK_NEXT:
+            word = ControlLayout(self.size).word_of(index)[0]
+            if (network.hold_links and word is Word.LOCK_NEXT) or (
+                network.hold_handoffs and word is Word.LOCK_HANDOFF
+            ):
                 kept.append((win_id, index, op, value))  # not arrived yet
                 continue
             network._apply_write(self.rank, win_id, index, op, value, report=False)
@@ -58,6 +68,7 @@ class _PolledNetwork(LocalNetwork):
     def __init__(self, size: int) -> None:
         self.undelivered: list[deque[tuple[int, int, AtomicOp, int]]] = [deque() for _ in range(size)]
         self.hold_links = True  # successors' LOCK_NEXT writes stay in flight until cleared
+        self.hold_handoffs = False  # the same for lock hand-offs (LOCK_HANDOFF)
         super().__init__(size)
         self.endpoints = [_PolledEndpoint(self, rank) for rank in range(size)]
 
@@ -99,3 +110,41 @@ def test_unlock_finishes_its_release_inside_the_call() -> None:
             return await run_ranks(main, (), network)
 
     assert asyncio.run(go())[0] is True
+
+
+def test_a_call_behind_a_deferred_epoch_acts_on_an_arrived_hand_off() -> None:
+    holding, queued, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    network = _PolledNetwork(3)
+    network.hold_links = False
+
+    async def main(comm: aiorma.Comm) -> Any:
+        win = await comm.win_allocate(4, np.int64)
+        outcome = None
+        if comm.rank == 0:
+            await win.lock(2)
+            holding.set()
+            await queued.wait()
+            network.hold_handoffs = True  # the hand-off to rank 1 stays in flight
+            await win.unlock(2)
+            released.set()
+        elif comm.rank == 1:
+            await holding.wait()
+            first = win.lock(2)  # queued behind rank 0
+            win.put(np.ones(1, np.int64), 2, 0)
+            win.unlock(2)
+            second = win.lock(2)  # deferred: activation is serial
+            queued.set()
+            await released.wait()
+            network.hold_handoffs = False  # the hand-off has landed; only a poll sees it
+            put = win.put(np.full(1, 2, np.int64), 2, 1)  # no await in between
+            outcome = (first.done(), second.done(), put.done())
+            await win.unlock(2)
+        await comm.barrier()
+        await win.free()
+        return outcome
+
+    async def go() -> list[Any]:
+        async with asyncio.timeout(10):
+            return await run_ranks(main, (), network)
+
+    assert asyncio.run(go())[1] == (True, True, True)

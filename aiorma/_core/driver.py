@@ -170,9 +170,17 @@ class ProgressDriver:
         else one that the engine's completion will finish."""
         if self._events:
             self.pump()  # events reported while the call ran
-        if self._polled and self.engines[win_id].links_awaited:
-            self._finish_release(self.engines[win_id])
         finished = self._finished
+        if self._polled:
+            engine = self.engines[win_id]
+            if engine.links_awaited:
+                self._finish_release(engine)
+            if engine.has_deferred_epochs and (win_id, token) not in finished:
+                # Epochs wait behind one that waits for a peer (a lock hand-off, a grant), and
+                # the program issues more rather than awaiting: look once now, as MPI's calls
+                # drive its progress.  A hand-off noticed only at the next await would hold every
+                # peer queued behind us for as long as the program keeps issuing (a convoy).
+                self.poll_turn()
         if finished:
             # (Indexing, then clear: compiled, ``dict.pop`` is a generic method call.)
             key = (win_id, token)

@@ -215,6 +215,11 @@ class WindowEngine(LockEngine):
         """No epoch is live and no request is pending."""
         return not self._active and not self._deferred and not self._pending_tokens
 
+    @property
+    def has_deferred_epochs(self) -> bool:
+        """Some epoch waits for an earlier one before it may activate (rule 8)."""
+        return bool(self._deferred)
+
     def open_epochs(self) -> list[Epoch]:
         """Epochs open at application level (not yet closed by the program), in opening order."""
         return list(self._open.values())
