@@ -10,7 +10,8 @@ the holder's release then waited for the link, which it only noticed after compu
 Here the transport delivers a control write only when its destination polls, as MPI's progress
 does, so the link is present but unseen when ``unlock`` is called; the call must poll for it.
 
-A call made while earlier epochs of the window are deferred acts on a lock hand-off that arrived:
+A call made while a lock request of the window waits for its hand-off acts on the hand-off that
+arrived:
 found by ``python -m aiorma.bench transactions`` (nonblocking, 16 transactions in flight: 0.81 ×
 the blocking mode's throughput).  A rank issuing epochs without awaiting noticed the lock handed
 to it only at its next await, up to 16 transactions later, and every peer queued behind it waited
@@ -112,7 +113,7 @@ def test_unlock_finishes_its_release_inside_the_call() -> None:
     assert asyncio.run(go())[0] is True
 
 
-def test_a_call_behind_a_deferred_epoch_acts_on_an_arrived_hand_off() -> None:
+def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -> None:
     holding, queued, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
     network = _PolledNetwork(3)
     network.hold_links = False

@@ -68,11 +68,11 @@ class ProgressDriver:
         self.endpoint = endpoint
         self.engines: dict[int, WindowEngine] = {}
         self.waiter = Waiter(endpoint, self.poll_turn, self.failed, ranks_on_node)
-        self._futures: dict[tuple[int, int], tuple[asyncio.Future[Any], Any]] = {}
+        self._futures: dict[int, tuple[asyncio.Future[Any], Any]] = {}  # by token_key()
         # Tokens finished before anyone asked for their Request (an RMA call that completed at
         # issue, a flush answered at once).  Asked for right after the call that made them, so
         # it is cleared then: whatever is left belonged to internal tokens nobody waits for.
-        self._finished: dict[tuple[int, int], BaseException | None] = {}
+        self._finished: dict[int, BaseException | None] = {}
         self._events: deque[tuple[Any, ...]] = deque()
         # What this rank failed with, once it failed (fail()): a window added later fails at once
         # (its collective creation may finish after a peer's departure was found).
@@ -175,15 +175,15 @@ class ProgressDriver:
             engine = self.engines[win_id]
             if engine.links_awaited:
                 self._finish_release(engine)
-            if engine.has_deferred_epochs and (win_id, token) not in finished:
-                # Epochs wait behind one that waits for a peer (a lock hand-off, a grant), and
-                # the program issues more rather than awaiting: look once now, as MPI's calls
-                # drive its progress.  A hand-off noticed only at the next await would hold every
-                # peer queued behind us for as long as the program keeps issuing (a convoy).
+            if engine.handoffs_awaited:
+                # A lock request of ours waits for its hand-off, and the program calls rather
+                # than awaits: look once now, as MPI's calls drive its progress.  A hand-off seen
+                # only at the next await would hold every peer queued behind us for as long as
+                # the program keeps issuing (a convoy).
                 self.poll_turn()
         if finished:
             # (Indexing, then clear: compiled, ``dict.pop`` is a generic method call.)
-            key = (win_id, token)
+            key = token_key(win_id, token)
             if key in finished:
                 error = finished[key]
                 finished.clear()
@@ -192,7 +192,7 @@ class ProgressDriver:
         self.waiter.wake()  # something to wait for: poll on the fast path
         # watch(), without its look at _finished: the token is not there (looked at just above)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[(win_id, token)] = (future, value)
+        self._futures[token_key(win_id, token)] = (future, value)
         return Request(future, self.progress, what, self.inline_wait)
 
     def _finish_release(self, engine: WindowEngine) -> None:
@@ -208,7 +208,7 @@ class ProgressDriver:
     def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
         """The future that the completion of ``token`` will finish."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        key = (win_id, token)
+        key = token_key(win_id, token)
         if key in self._finished:
             error = self._finished.pop(key)
             if error is not None:
@@ -262,7 +262,7 @@ class ProgressDriver:
             engine.flushed(event[2], event[3])
 
     def _finish(self, win_id: int, token: int, error: BaseException | None) -> None:
-        key = (win_id, token)
+        key = token_key(win_id, token)
         entry = self._futures.get(key)
         if entry is None:
             self._finished[key] = error
@@ -295,6 +295,13 @@ class ProgressDriver:
         await self.waiter.stop()
         # What the peers are told this rank left with: its exception's type and message.
         self.endpoint.abandon(None if cause is None else f"{type(cause).__name__}: {cause}")
+
+
+def token_key(win_id: int, token: int) -> int:
+    """One int for a window's token, the key of the driver's tables: a (win_id, token) tuple
+    would be built, hashed element by element and freed several times per call.  Window ids are
+    far below 2**32 (a Comm numbers its windows from 1; internal ones have small fixed ids)."""
+    return token << 32 | win_id
 
 
 def progress() -> None:

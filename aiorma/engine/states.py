@@ -41,7 +41,12 @@ another usage error, and change nothing.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from .identity_enum import IdentityEnum
+
+_Phase = TypeVar("_Phase", bound=IdentityEnum)
+_Step = TypeVar("_Step", bound=IdentityEnum)
 
 
 class EpochPhase(IdentityEnum):
@@ -90,6 +95,21 @@ TARGET_TRANSITIONS: dict[tuple[TargetPhase, TargetStep], TargetPhase] = {
     (TargetPhase.GRANTED, TargetStep.CLOSE_OUT): TargetPhase.CLOSED_OUT,
     (TargetPhase.DONE_EARLY, TargetStep.GRANT): TargetPhase.CLOSED_OUT,
 }
+
+
+
+def _by_step(table: dict[tuple[_Phase, _Step], _Phase]) -> dict[_Step, dict[_Phase, _Phase]]:
+    by_step: dict[_Step, dict[_Phase, _Phase]] = {}
+    for (phase, step), after in table.items():
+        by_step.setdefault(step, {})[phase] = after
+    return by_step
+
+
+# The same tables keyed step first, then phase: how the engine looks a step up, every step of
+# every epoch (two lookups of members hashed by identity; a (phase, step) key would be a tuple
+# built, hashed and compared element by element each time).
+EPOCH_STEPS = _by_step(EPOCH_TRANSITIONS)
+TARGET_STEPS = _by_step(TARGET_TRANSITIONS)
 
 #: Phases in which the epoch has been activated (the engine's view; :class:`.rules.EpochState`).
 ACTIVATED_PHASES = frozenset({EpochPhase.ACTIVE, EpochPhase.CLOSING})

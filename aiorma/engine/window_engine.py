@@ -68,9 +68,9 @@ from .rules import (
 )
 from .states import (
     CLOSED_OUT_PHASES,
-    EPOCH_TRANSITIONS,
+    EPOCH_STEPS,
     GRANTED_PHASES,
-    TARGET_TRANSITIONS,
+    TARGET_STEPS,
     EpochPhase,
     EpochStep,
     TargetPhase,
@@ -160,6 +160,10 @@ class WindowEngine(LockEngine):
         #: linked itself behind us (microseconds on one node): the driver finishes such a release
         #: inside the closing call, so that a releaser that then computes holds nobody up.
         self.links_awaited = 0
+        #: Targets whose lock request of ours is queued behind a holder, waiting for its hand-off:
+        #: the driver polls at every call meanwhile (a busy program must see a hand-off at once,
+        #: for whoever is queued behind it).
+        self.handoffs_awaited: set[int] = set()
         self._fetches: dict[int, Callable[[int], None]] = {}
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
         self.history: list[EpochEvent] | None = [] if history else None
@@ -214,11 +218,6 @@ class WindowEngine(LockEngine):
     def quiescent(self) -> bool:
         """No epoch is live and no request is pending."""
         return not self._active and not self._deferred and not self._pending_tokens
-
-    @property
-    def has_deferred_epochs(self) -> bool:
-        """Some epoch waits for an earlier one before it may activate (rule 8)."""
-        return bool(self._deferred)
 
     def open_epochs(self) -> list[Epoch]:
         """Epochs open at application level (not yet closed by the program), in opening order."""
@@ -806,6 +805,8 @@ class WindowEngine(LockEngine):
                 access.lock = self._locks[access.rank] = lock
                 self._lock_epochs[access.rank] = epoch
                 lock.acquire()
+                if access.phase not in GRANTED_PHASES:  # (granted inside acquire: answered inline)
+                    self.handoffs_awaited.add(access.rank)
         elif kind is _EPOCH_KIND_FENCE:
             for access in epoch.access.values():
                 opened = self.peers[access.rank].fence_opened
@@ -827,6 +828,7 @@ class WindowEngine(LockEngine):
                 self._advance(epoch)
 
     def lock_granted(self, target: int) -> None:
+        self.handoffs_awaited.discard(target)
         epoch = self._lock_epochs[target]
         access = epoch.access[target]
         self._grant(epoch, access)
@@ -1034,7 +1036,7 @@ class WindowEngine(LockEngine):
     def _move_epoch(self, epoch: Epoch, step: EpochStep) -> None:
         """Take ``step`` in ``epoch``'s life (:data:`.states.EPOCH_TRANSITIONS`), or raise
         EngineFailure: an illegal step is a bug in the engine, and fails the window."""
-        phase = EPOCH_TRANSITIONS.get((epoch.phase, step))
+        phase = EPOCH_STEPS[step].get(epoch.phase)
         if phase is None:
             raise EngineFailure(
                 f"illegal step: {step.value} a {epoch.kind.value} epoch (id {epoch.id}) "
@@ -1047,7 +1049,7 @@ class WindowEngine(LockEngine):
     def _move_target(self, access: AccessTarget, step: TargetStep) -> None:
         """Take ``step`` in an access target's life (:data:`.states.TARGET_TRANSITIONS`), or
         raise EngineFailure."""
-        phase = TARGET_TRANSITIONS.get((access.phase, step))
+        phase = TARGET_STEPS[step].get(access.phase)
         if phase is None:
             raise EngineFailure(
                 f"illegal step: {step.value} towards rank {access.rank} in phase {access.phase.value}"
