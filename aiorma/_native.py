@@ -48,6 +48,7 @@ MODULES: tuple[str, ...] = (
     "aiorma.engine.rules",
     "aiorma.engine.states",
     "aiorma.engine.control",
+    "aiorma.engine.engine_io",
     # The layers every call crosses above and below the engine: the user's call, its Request and
     # the await, the driver, the MPI endpoint (the interpreter running them is most of what a lock
     # epoch costs once the engine is compiled: docs/benchmarks.md).

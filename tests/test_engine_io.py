@@ -1,4 +1,4 @@
-"""The engine's one road to the world (aiorma.engine.actions.EngineIO), answered inside the call.
+"""The engine's one road to the world (aiorma.engine.engine_io.EngineIO), answered inside the call.
 
 The driver's I/O hands every step to the transport at once; when the transport answers inside the
 call (an atomic into shared memory, a flush of complete data) the engine takes the step that the
@@ -27,6 +27,7 @@ import numpy as np
 
 from aiorma.constants import MODE_NOSUCCEED, LockType
 from aiorma.engine.control import AtomicOp
+from aiorma.engine.engine_io import EngineIO
 from aiorma.engine.lock_protocol import Hold
 from aiorma.engine.window_engine import WindowEngine
 
@@ -72,7 +73,7 @@ class InlineNet:
             self.engines[self.changed.pop()].control_changed()
 
 
-class _InlineIO:
+class _InlineIO(EngineIO):
     def __init__(self, net: InlineNet, rank: int) -> None:
         self.net, self.rank = net, rank
 

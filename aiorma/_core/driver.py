@@ -1,6 +1,6 @@
 """The progress driver: runs one rank's window engines against its transport endpoint.
 
-Each engine's :class:`~aiorma.engine.actions.EngineIO` is the driver's :class:`_EngineIO`, which
+Each engine's :class:`~aiorma.engine.engine_io.EngineIO` is the driver's :class:`_EngineIO`, which
 hands every step to the endpoint at once and gives the engine the endpoint's answer when it comes
 inside the call.  The driver feeds the completions and control-region changes the endpoint
 reports later back into the engines, and turns finished engine tokens into Request completions.
@@ -12,13 +12,13 @@ decides how an await waits; the driver is what it polls).
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from ..engine.control import AtomicOp
+from ..engine.engine_io import EngineIO
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, finished_request, mark_retrieved
@@ -30,32 +30,35 @@ from .waiter import Waiter
 _LINK_PATIENCE = 2e-4
 
 
-class _EngineIO:
-    """One window's road to the endpoint (:class:`~aiorma.engine.actions.EngineIO`): every call
+class _EngineIO(EngineIO):
+    """One window's road to the endpoint (:class:`~aiorma.engine.engine_io.EngineIO`): every call
     goes to the transport at once; an RMA operation complete at issue and a finished token are
     recorded for the Request that the call returning them is about to make."""
 
-    __slots__ = ("_driver", "_endpoint", "_win_id", "complete", "fetch", "flush", "write")
+    __slots__ = ("_driver", "_endpoint", "_win_id")
 
     def __init__(self, driver: ProgressDriver, endpoint: Endpoint, win_id: int) -> None:
         self._driver = driver
         self._endpoint = endpoint
         self._win_id = win_id
-        # The endpoint's own methods, bound to the window: no frame of ours per call.
-        self.fetch: Callable[[int, int, int, AtomicOp, int, int], int | None] = functools.partial(
-            endpoint.control_fetch, win_id
-        )
-        self.write: Callable[[int, int, AtomicOp, int], None] = functools.partial(
-            endpoint.control_write, win_id
-        )
-        self.flush: Callable[[int, int], bool] = functools.partial(endpoint.flush, win_id)
-        # A finished token: the Request the call returning it is about to make is returned
-        # finished, or the Request already made is finished.
-        self.complete: Callable[[int, BaseException | None], None] = functools.partial(driver._finish, win_id)
 
     def issue(self, token: int, target: int, payload: Any) -> None:
         if self._endpoint.issue(self._win_id, token, payload):
             self._driver._finish(self._win_id, token, None)
+
+    def fetch(self, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int | None:
+        return self._endpoint.control_fetch(self._win_id, token, dest, index, op, value, compare)
+
+    def write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        self._endpoint.control_write(self._win_id, dest, index, op, value)
+
+    def flush(self, target: int, upto: int) -> bool:
+        return self._endpoint.flush(self._win_id, target, upto)
+
+    def complete(self, token: int, error: BaseException | None) -> None:
+        # A finished token: the Request the call returning it is about to make is returned
+        # finished, or the Request already made is finished.
+        self._driver._finish(self._win_id, token, error)
 
 
 class ProgressDriver:

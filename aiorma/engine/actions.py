@@ -1,9 +1,9 @@
-"""The engine's one road to the outside (:class:`EngineIO`), the actions that record it when
-nothing answers (:class:`ActionLog`), and what the engine reports for tracing (events).
+"""The actions that record the engine's calls on its :class:`~.engine_io.EngineIO` when nothing
+answers (:class:`ActionLog`), and what the engine reports for tracing (events).
 
 A :class:`~.window_engine.WindowEngine` never touches a transport: every step that needs the
 world — an RMA operation, an atomic on a peer's control word, a flush, a finished Request — is one
-call on its :class:`EngineIO`.  The driver's implementation hands each call to the transport
+call on its ``EngineIO``.  The driver's implementation hands each call to the transport
 endpoint at once, and when the endpoint answers inside the call (an atomic into shared memory, a
 flush of data already complete) the engine takes its next step inside the same application call.
 With no I/O given, the engine records every call as an action in an :class:`ActionLog`, answers
@@ -16,11 +16,12 @@ compare by kind and value.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import attrs
 
 from .control import AtomicOp
+from .engine_io import EngineIO
 from .rules import EpochKind
 
 
@@ -72,32 +73,7 @@ class CompleteRequest(NamedTuple):
 Action = ControlWrite | ControlFetch | IssueRma | FlushTarget | CompleteRequest
 
 
-class EngineIO(Protocol):
-    """What an engine asks of the world, one call per step.  Calls are made in the engine's order,
-    and each takes effect before the next: a ``write`` made after a ``flush`` returned True, or
-    after the engine was told ``flushed``, reaches its target after the flushed data (data before
-    flag)."""
-
-    def issue(self, token: int, target: int, payload: Any) -> None:
-        """Start an RMA operation; whoever owns ``token``'s Request finishes it at local
-        completion (the engine itself never does)."""
-
-    def fetch(self, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int) -> int | None:
-        """Apply ``op`` to word ``index`` of ``dest``'s control region; the old value when the
-        answer is in hand now, else None and :meth:`WindowEngine.fetched` with ``token`` later."""
-
-    def write(self, dest: int, index: int, op: AtomicOp, value: int) -> None:
-        """Update word ``index`` of ``dest``'s control region with ``op`` (MAX or SUM); no result."""
-
-    def flush(self, target: int, upto: int) -> bool:
-        """Ask for remote completion of every op issued to ``target`` up to issue number
-        ``upto``: True when complete now, else :meth:`WindowEngine.flushed` later."""
-
-    def complete(self, token: int, error: BaseException | None) -> None:
-        """The engine finished ``token`` (with ``error``, or successfully)."""
-
-
-class ActionLog:
+class ActionLog(EngineIO):
     """The :class:`EngineIO` of an engine driven by hand: every call becomes an action, kept in
     order for :meth:`drain`; no answer is ever given inside a call."""
 

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from .actions import EngineIO
+from .engine_io import EngineIO
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .states import TargetPhase
 

@@ -2,7 +2,7 @@
 
 Application calls (``fence``, ``post``, ``rma``...) and network events (``control_changed``,
 ``fetched``, ``flushed``) go in; every step that needs the world goes out as one call on the
-engine's :class:`~aiorma.engine.actions.EngineIO`.  Every application call returns an integer
+engine's :class:`~aiorma.engine.engine_io.EngineIO`.  Every application call returns an integer
 *token*; the request it stands for is finished by ``io.complete(token, error)``.
 
 An answer the I/O gives inside its call is acted on before the application call or event that
@@ -52,11 +52,12 @@ from ..constants import (
 )
 from ..errors import EngineFailure, EpochError, RmaFailure, RmaUsageError, WindowFreedError
 from ..win_info import Info
-from .actions import Action, ActionLog, EngineIO, EpochEvent
+from .actions import Action, ActionLog, EpochEvent
 from .activation import may_activate
 from .checks import check_assertion, check_group, check_rank
 from .completion import RemoteCompletion
 from .control import READER_MASK, AtomicOp, ControlLayout, Word, pack_fence, unpack_fence
+from .engine_io import EngineIO
 from .epochs import AccessTarget, Epoch, PeerTrait
 from .lock_protocol import LockCounts, LockEngine, QueueLock
 from .rules import (
