@@ -21,6 +21,7 @@ that long: a convoy.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
@@ -137,7 +138,10 @@ def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -
             queued.set()
             await released.wait()
             network.hold_handoffs = False  # the hand-off has landed; only a poll sees it
-            put = win.put(np.full(1, 2, np.int64), 2, 1)  # no await in between
+            # The program computes (no await: nobody polls) for longer than a call waits between
+            # two of its polls, then calls.
+            time.sleep(1e-3)
+            put = win.put(np.full(1, 2, np.int64), 2, 1)
             outcome = (first.done(), second.done(), put.done())
             await win.unlock(2)
         await comm.barrier()

@@ -128,6 +128,10 @@ class LockEngine:
     layout: ControlLayout
     #: Requests whose release waits for a successor's link (Head.AWAITING_NEXT), kept by them.
     links_awaited: int
+    #: Requests waiting for a peer to write one of our lock words — the hand-off (Head.QUEUED) or
+    #: the last reader's drain (Hold.DRAINING) — kept by them: whoever is queued behind such a
+    #: request waits for this rank to see that word.
+    lock_words_awaited: int
 
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
@@ -200,12 +204,14 @@ class QueueLock:
         handoff = layout.index(_LOCK_HANDOFF, target)
         if self.head is _HEAD_QUEUED and control[handoff] >= self.handoffs_needed:
             self.head = _HEAD_AT_HEAD
+            self.io.lock_words_awaited -= 1
             self._at_head()
         if self.head is _HEAD_AWAITING_NEXT and control[self._next] != self.counts.linked:
             self._pass_to_next()
         drained = layout.index(_LOCK_DRAINED, target)
         if self.hold is _HOLD_DRAINING and control[drained] >= self.drains_needed:
             self.hold = _HOLD_CLEARING
+            self.io.lock_words_awaited -= 1
             self._fetch(self.io.layout.lock_state, _SUM, -(self.me << READER_BITS), 0, self._cleared)
 
     # ------------------------------------------------------------------ the steps
@@ -223,6 +229,7 @@ class QueueLock:
         self.counts.handoffs += 1
         self.handoffs_needed = self.counts.handoffs
         self.head = _HEAD_QUEUED
+        self.io.lock_words_awaited += 1
         self.io.control_write(predecessor - 1, self.io.layout.index(_LOCK_NEXT, self.target), _SUM, self.me)
         self.control_changed()  # the hand-off may already be here (a fast predecessor)
 
@@ -254,6 +261,7 @@ class QueueLock:
         self.counts.drains += 1
         self.drains_needed = self.counts.drains
         self.hold = _HOLD_DRAINING
+        self.io.lock_words_awaited += 1
         self.control_changed()
 
     def _cleared(self, _old: int) -> None:

@@ -97,7 +97,6 @@ TARGET_TRANSITIONS: dict[tuple[TargetPhase, TargetStep], TargetPhase] = {
 }
 
 
-
 def _by_step(table: dict[tuple[_Phase, _Step], _Phase]) -> dict[_Step, dict[_Phase, _Phase]]:
     by_step: dict[_Step, dict[_Phase, _Phase]] = {}
     for (phase, step), after in table.items():

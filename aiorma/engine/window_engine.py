@@ -161,10 +161,9 @@ class WindowEngine(LockEngine):
         #: linked itself behind us (microseconds on one node): the driver finishes such a release
         #: inside the closing call, so that a releaser that then computes holds nobody up.
         self.links_awaited = 0
-        #: Targets whose lock request of ours is queued behind a holder, waiting for its hand-off:
-        #: the driver polls at every call meanwhile (a busy program must see a hand-off at once,
-        #: for whoever is queued behind it).
-        self.handoffs_awaited: set[int] = set()
+        #: Lock requests waiting for a peer's write of a lock word (a hand-off, a drain): the
+        #: driver polls at every call meanwhile, for whoever is queued behind them.
+        self.lock_words_awaited = 0
         self._fetches: dict[int, Callable[[int], None]] = {}
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
         self.history: list[EpochEvent] | None = [] if history else None
@@ -806,8 +805,6 @@ class WindowEngine(LockEngine):
                 access.lock = self._locks[access.rank] = lock
                 self._lock_epochs[access.rank] = epoch
                 lock.acquire()
-                if access.phase not in GRANTED_PHASES:  # (granted inside acquire: answered inline)
-                    self.handoffs_awaited.add(access.rank)
         elif kind is _EPOCH_KIND_FENCE:
             for access in epoch.access.values():
                 opened = self.peers[access.rank].fence_opened
@@ -829,7 +826,6 @@ class WindowEngine(LockEngine):
                 self._advance(epoch)
 
     def lock_granted(self, target: int) -> None:
-        self.handoffs_awaited.discard(target)
         epoch = self._lock_epochs[target]
         access = epoch.access[target]
         self._grant(epoch, access)
