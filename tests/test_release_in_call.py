@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,16 @@ class _PolledNetwork(LocalNetwork):
             self.undelivered[dest].append((win_id, index, op, value))
 
 
+def _run(main: Callable[[aiorma.Comm], Awaitable[Any]], network: _PolledNetwork) -> list[Any]:
+    """Every rank's result of ``main``, all of them ended (barrier, free) within 10 s."""
+
+    async def go() -> list[Any]:
+        async with asyncio.timeout(10):
+            return await run_ranks(main, (), network)
+
+    return asyncio.run(go())
+
+
 def test_unlock_finishes_its_release_inside_the_call() -> None:
     holding, queued = asyncio.Event(), asyncio.Event()
     network = _PolledNetwork(3)
@@ -107,11 +118,7 @@ def test_unlock_finishes_its_release_inside_the_call() -> None:
         await win.free()
         return outcome
 
-    async def go() -> list[Any]:
-        async with asyncio.timeout(10):
-            return await run_ranks(main, (), network)
-
-    assert asyncio.run(go())[0] is True
+    assert _run(main, network)[0] is True
 
 
 def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -> None:
@@ -148,8 +155,4 @@ def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -
         await win.free()
         return outcome
 
-    async def go() -> list[Any]:
-        async with asyncio.timeout(10):
-            return await run_ranks(main, (), network)
-
-    assert asyncio.run(go())[1] == (True, True, True)
+    assert _run(main, network)[1] == (True, True, True)
