@@ -11,8 +11,7 @@ Here the transport delivers a control write only when its destination polls, as 
 does, so the link is present but unseen when ``unlock`` is called; the call must poll for it.
 
 A call made while a lock request of the window waits for its hand-off acts on the hand-off that
-arrived:
-found by ``python -m aiorma.bench transactions`` (nonblocking, 16 transactions in flight: 0.81 ×
+arrived: found by ``python -m aiorma.bench transactions`` (nonblocking, 16 transactions in flight: 0.81 ×
 the blocking mode's throughput).  A rank issuing epochs without awaiting noticed the lock handed
 to it only at its next await, up to 16 transactions later, and every peer queued behind it waited
 that long: a convoy.

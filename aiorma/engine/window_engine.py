@@ -162,7 +162,8 @@ class WindowEngine(LockEngine):
         #: inside the closing call, so that a releaser that then computes holds nobody up.
         self.links_awaited = 0
         #: Lock requests waiting for a peer's write of a lock word (a hand-off, a drain): the
-        #: driver polls at every call meanwhile, for whoever is queued behind them.
+        #: driver's calls poll meanwhile (at most once per 50 µs), for whoever is queued behind
+        #: them.
         self.lock_words_awaited = 0
         self._fetches: dict[int, Callable[[int], None]] = {}
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
