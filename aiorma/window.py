@@ -377,6 +377,24 @@ class Window:
         ``SIGNAL_ADD``."""
         return self._notified.signal(target, index, value, op)
 
+    def notify(self, target: SupportsIndex, index: SupportsIndex, value: int | np.ndarray) -> None:
+        """Write signal word ``index`` (or words from ``index`` on, for an array ``value``) of
+        ``target``'s int64 window as :meth:`signal` with ``SIGNAL_SET`` does — each word written
+        whole, after this rank's earlier writes of the same word — but with no order against this
+        rank's other RMA calls and nothing to wait for: no Request.  For notices that the target
+        polls for in its own memory (:meth:`wait_until`) and that need no completion, such as
+        the sequence words of a protocol of one's own — aiorma's collectives send their flags
+        and small messages this way.
+
+        Inside a lock or lock_all epoch covering ``target``; refused at the call as
+        :meth:`signal` refuses.  The words land at ``target`` some time after the call — on this
+        node inside it (stores into ``target``'s memory, mapped here); towards another node an
+        accumulate with REPLACE that ``target``'s progress applies, and that only the transport
+        tracks.  They are complete there at the latest when a later :meth:`flush` towards
+        ``target`` completes, or when the window is freed (:meth:`free`); the epoch's closing
+        call does not wait for them.  The array may be reused as soon as the call returns."""
+        self._notified.notify(target, index, value)
+
     def put_signal(
         self,
         origin: Any,

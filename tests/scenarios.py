@@ -327,6 +327,45 @@ async def signal_words_ring(comm: aiorma.Comm) -> None:
 
 
 @scenario()
+async def notify_ring(comm: aiorma.Comm) -> None:
+    """``notify`` (no Request, no order with other words): each round a rank notifies its right
+    neighbour — a one-word notice and a three-word one — and waits in its own memory for its left
+    neighbour's; every word it sees is one that was written (or 0), never a torn mix.  A flush
+    towards the neighbour completes the notices there, and the window's free the ones still in
+    flight."""
+    _left, right = _neighbours(comm)
+    rounds = 40
+    win = await comm.win_allocate(4, np.int64)
+    await comm.barrier()
+
+    def written(seen: list[int]) -> bool:
+        return (
+            0 <= seen[0] <= rounds
+            and (seen[1] == 0 or 1 <= seen[1] - 2**40 <= rounds)
+            and (seen[2] == 0 or 1 <= seen[2] + 2**62 <= rounds)
+            and seen[3] % (1 << 33) == 0
+            and 0 <= seen[3] >> 33 <= rounds
+        )
+
+    last = [rounds, 2**40 + rounds, -(2**62) + rounds, rounds << 33]
+    async with win.lock_all():
+        for r in range(1, rounds + 1):
+            win.notify(right, 0, r)
+            win.notify(right, 1, np.array([2**40 + r, -(2**62) + r, r << 33], np.int64))
+            await win.wait_until(0, ">=", r)
+            await win.wait_until(3, ">=", r << 33)
+            assert written(win.memory.tolist()), (r, win.memory.tolist())
+        await win.flush(right)  # completes our notices there
+        await comm.barrier()
+        assert win.memory.tolist() == last
+        await comm.barrier()
+        win.notify(right, 0, rounds + 1)  # left to the free
+    await comm.barrier()
+    await win.free()
+    assert win.memory.tolist() == [rounds + 1, *last[1:]]
+
+
+@scenario()
 async def passive_flush_family(comm: aiorma.Comm) -> None:
     """flush / flush_local / flush_all / flush_local_all inside lock_all; gets see puts flushed
     before them; everything held (rule 5) and awaited at the end."""

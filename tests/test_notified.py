@@ -219,3 +219,76 @@ def test_signal_words_to_another_node_are_written_whole() -> None:
         return await run_ranks(main, (), network)
 
     assert asyncio.run(both())[1] == [2**33 + 7, 5, -6, 2**40 + 3, *range(10, 20)]
+
+
+@pytest.mark.timeout(60)
+def test_notify_refuses_what_signal_refuses_and_changes_nothing() -> None:
+    async def main(comm: aiorma.Comm) -> None:
+        words = await comm.win_allocate(2, np.int64)
+        floats = await comm.win_allocate(2, np.float64)
+        peer = 1 - comm.rank
+        with pytest.raises(aiorma.EpochError):
+            words.notify(peer, 0, 1)  # no passive epoch
+        async with words.lock_all(), floats.lock_all():
+            with pytest.raises(aiorma.RmaTypeError):
+                floats.notify(peer, 0, 1)  # notice words are int64
+            with pytest.raises(aiorma.RmaRangeError):
+                words.notify(peer, 2, 1)
+            with pytest.raises(aiorma.RmaRangeError):
+                words.notify(peer, 1, np.array([1, 2]))  # the second word is outside
+            with pytest.raises(aiorma.RmaTypeError):
+                words.notify(peer, 0, 2**63)  # does not fit int64
+            with pytest.raises(aiorma.RmaTypeError):
+                words.notify(peer, 0, np.array([1.5, 2.0]))
+            with pytest.raises(aiorma.RmaRangeError):
+                words.notify(2, 0, 1)  # no such rank
+        await comm.barrier()
+        assert words.memory.tolist() == [0, 0] and floats.memory.tolist() == [0.0, 0.0]
+        await words.free()
+        await floats.free()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("tearing", [False, True])
+def test_notify_writes_each_word_whole_and_returns_nothing(tearing: bool) -> None:
+    """A notice lands (the reader's wait_until sees it) without a Request to await: inside the
+    call where the transport stores words whole, otherwise by accumulates with REPLACE (on the
+    tearing network, whose puts leave words half-written) — never a put that could tear.  The
+    caller may reuse its array at once."""
+    network = TearingNetwork(2) if tearing else None
+
+    async def main(comm: aiorma.Comm) -> list[int]:
+        win = await comm.win_allocate(6, np.int64)
+        await comm.barrier()
+        async with win.lock_all():
+            if comm.rank == 0:
+                words = np.array([5, -6, 2**40 + 3], np.int64)
+                assert win.notify(1, 0, 2**33 + 7) is None
+                assert win.notify(1, 1, words) is None
+                words[:] = 0
+                win.notify(1, 5, 11)
+                win.notify(1, 5, 12)  # the later write of a word lands later
+                if network is not None:
+                    kinds = {kind for kind, _ in network.endpoints[0].writes}
+                    assert "accumulate/REPLACE" in kinds and "put/REPLACE" not in kinds, kinds
+            else:
+                for index, value in ((0, 2**33 + 7), (1, 5), (2, -6), (3, 2**40 + 3)):
+                    await win.wait_until(index, "!=", 0)
+                    assert win.memory[index] == value, (index, win.memory[index])
+                await win.wait_until(5, "==", 12)
+        await comm.barrier()
+        seen = win.memory.tolist()
+        await win.free()
+        return seen
+
+    if network is None:
+        results = run(main)
+    else:
+
+        async def all_ranks() -> list[list[int]]:
+            return await run_ranks(main, (), network)
+
+        results = asyncio.run(all_ranks())
+    assert results[1] == [2**33 + 7, 5, -6, 2**40 + 3, 0, 12]

@@ -4,7 +4,10 @@
 A signal is a word (or a short array of words) of the target's int64 window written after
 everything this rank issued to the target on that window: inside the call when the engine finds
 all of it complete there already (the transport's put-and-flush), otherwise as a general put or
-accumulate issued once a flush towards the target completed, followed by a flush.  A wait is a
+accumulate issued once a flush towards the target completed, followed by a flush.  A notice
+(``Window.notify``) is the same words without the ordering and without a Request: the
+transport's posted write (on this node the same stores, towards another node an accumulate whose
+completion only the transport tracks), or the general put or accumulate.  A wait is a
 :class:`MemoryWatcher` future on the rank's own memory.  The Window keeps the public methods (and
 their contracts) and hands this class what it needs of its own: its public surface, and the few
 checks it keeps private.
@@ -126,6 +129,34 @@ class NotifiedAccess:
             self._signals_pending[target] = signalled
             signalled.add_done_callback(lambda done: self._signal_written(target, done))
         return signalled
+
+    def notify(self, target: Any, index: Any, value: int | np.ndarray) -> None:
+        """:meth:`aiorma.Window.notify`."""
+        self._check_open()
+        if self._inline_allowed and self._posted(target, index, value):
+            return
+        target, _index, word = self._check_signal(target, index, value, SIGNAL_SET)
+        for request in self._issue_words(word):
+            if not request.done():
+                request.add_done_callback(_retrieve)
+            elif (error := request.exception()) is not None:
+                raise error
+
+    def _posted(self, target: Any, index: Any, value: Any) -> bool:
+        """A notice written by the transport inside the call (True): plain arguments (as
+        :meth:`_signal_inline` takes them) and the epoch's grant towards ``target`` in hand, with
+        nothing of ours in flight there (the engine's inline flush — stricter than a notice
+        needs, and what makes the transport's word writes safe beside the engine's ops).  False
+        changed nothing."""
+        if type(value) is int:
+            plain = self._signal_plain(target, index, value)
+        else:
+            plain = self._dtype is _INT64 and self._plain(value, target, index)
+        return (
+            plain
+            and self._engine.flush_inline(target)
+            and self._endpoint.post_words(self._win_id, target, index, value)
+        )
 
     def _signal_written(self, target: int, done: Request) -> None:
         if self._signals_pending.get(target) is done:
@@ -249,23 +280,28 @@ class NotifiedAccess:
 
     def _write_signal(self, word: RmaOp) -> Request:
         """The signal write and the flush that completes it at the target."""
+        self._issue_words(word)
+        return self._window.flush(word.target)
+
+    def _issue_words(self, word: RmaOp) -> list[Request]:
+        """The RMA calls that write ``word`` (a SET as puts, an ADD as an accumulate)."""
         words = word.origin
         assert words is not None
-        if word.kind is _RMA_KIND_PUT:
-            # Runs of at most WHOLE_RUN words, each copied with whole-word stores; towards a peer
-            # whose puts may land in pieces that split a word (another node) as accumulates with
-            # REPLACE, which MPI applies element by element — so the reader never loads half of
-            # one signal and half of another (docs/architecture.md, *One put per small message*).
-            whole = self._endpoint.stores_words_whole(word.target)
-            for lo in range(0, words.size, WHOLE_RUN):
-                run, disp = words[lo : lo + WHOLE_RUN], word.disp + lo
-                if whole:
-                    self._window.put(run, word.target, disp)
-                else:
-                    self._window.accumulate(run, word.target, disp, _OP_REPLACE)
-        else:
-            self._window.accumulate(word.origin, word.target, word.disp, word.op)
-        return self._window.flush(word.target)
+        if word.kind is not _RMA_KIND_PUT:
+            return [self._window.accumulate(word.origin, word.target, word.disp, word.op)]
+        # Runs of at most WHOLE_RUN words, each copied with whole-word stores; towards a peer
+        # whose puts may land in pieces that split a word (another node) as accumulates with
+        # REPLACE, which MPI applies element by element — so the reader never loads half of
+        # one signal and half of another (docs/architecture.md, *One put per small message*).
+        whole = self._endpoint.stores_words_whole(word.target)
+        issued = []
+        for lo in range(0, words.size, WHOLE_RUN):
+            run, disp = words[lo : lo + WHOLE_RUN], word.disp + lo
+            if whole:
+                issued.append(self._window.put(run, word.target, disp))
+            else:
+                issued.append(self._window.accumulate(run, word.target, disp, _OP_REPLACE))
+        return issued
 
     def _after(self, first: Request, then: Callable[[], Request], what: str) -> Request:
         """A Request for ``then()``'s Request, ``then`` called once ``first`` succeeded."""
@@ -289,3 +325,9 @@ class NotifiedAccess:
 
         first.add_done_callback(step)
         return Request(future, self._driver.progress, what, self._driver.inline_wait)
+
+
+def _retrieve(request: Request) -> None:
+    """A notice's write finished: its error, if any, is retrieved (nobody awaits the write; a
+    failure of the window or of a peer reaches the window's callers and awaiters anyway)."""
+    request.exception()

@@ -4,9 +4,9 @@ Every Comm owns three windows, created collectively at start-up (``Comm._start``
 one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
 
 * ``flags`` (int64, ``4·P`` counters on every rank).  Each has one writer and only grows.  On
-  this node it is written with :meth:`Window.signal` (a put, flushed, after everything issued
-  before it to that rank): no atomic, no work for the receiver's CPU.  Towards another node,
-  where a put's bytes may land in pieces and the receiver reads the flag meanwhile, it is an
+  this node it is written with :meth:`Window.notify` (a store into the receiver's memory,
+  mapped here): no atomic, no work for the receiver's CPU.  Towards another node, where a put's
+  bytes may land in pieces and the receiver reads the flag meanwhile, the notice is an
   accumulate with REPLACE, which lands whole; successive values of one flag land in order (MPI's
   default ``accumulate_ordering``), so a flag is never seen to go back:
 
@@ -24,9 +24,9 @@ one long-lived shared ``lock_all(MODE_NOCHECK)`` epoch each:
   ``(s·L + j)·W``, for messages of at most ``4·W`` bytes (:mod:`.ll`).
 
 **Small messages** (at most ``LandingConfig.ll_bytes``, 8 bytes by default) are LL messages: one
-write of words that each carry 4 payload bytes and the message's sequence number (on this node
-one :meth:`Window.signal` of the words: a put and a flush in one call; towards another node one
-accumulate with REPLACE) — the receiver knows the message has landed
+write of words that each carry 4 payload bytes and the message's sequence number (one
+:meth:`Window.notify` of the words: on this node stores inside the call; towards another node
+one accumulate with REPLACE) — the receiver knows the message has landed
 when every word of the slot carries the number it expects, so there is no flag write (:mod:`.ll`;
 why a word is never seen half-written: docs/architecture.md, *One put per small message*).  LL
 message ``o`` (counted per ordered pair) from ``s`` lands in LL slot ``o mod L`` once ``s``'s
@@ -90,7 +90,6 @@ import asyncio
 import math
 import os
 from collections.abc import Awaitable, Callable
-from typing import Final
 
 import attrs
 import numpy as np
@@ -101,16 +100,10 @@ from .._core.world import World
 from ..constants import MODE_NOCHECK, Op
 from ..errors import RmaUsageError
 from ..request import Request, finish_as
-from ..transport.base import WHOLE_RUN
 from ..win_info import Info
 from ..window import Window
 from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
 from .reduce_ops import combiner
-
-# Enum members the functions below read, as module constants: on Python 3.11 reading a
-# member (``EpochKind.LOCK``) goes through the enum metaclass's ``__getattr__`` hook, five
-# times a plain attribute's cost; compiled, a Final name is a C variable.
-_OP_REPLACE: Final = Op.REPLACE
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
 #: the application's windows stay as they were (``World.create_window`` counts them from 1).
@@ -141,11 +134,11 @@ class LandingConfig:
     budget_bytes: int = 16 << 20
     min_slot_bytes: int = 4 << 10
     max_slot_bytes: int = 1 << 20
-    #: Measured on the MPI transport, 2 ranks (docs/collectives.md, *Where LL messages pay*): every
-    #: LL message is one ``Window.signal`` of its words.  On one node a one-word message (up to 4
-    #: bytes) costs 10-20% less than a data-slot message and 8-16 bytes about the same; across
-    #: nodes, where it saves a network round trip, 4-8 bytes cost 10-27% less.  8 bytes: a float64
-    #: reduction or bcast is one LL message.
+    #: Measured on the MPI transport, 2 ranks (docs/collectives.md, *Where LL messages pay*), when
+    #: every LL message was one ``Window.signal`` of its words (a notice since).  On one node a
+    #: one-word message (up to 4 bytes) costs 10-20% less than a data-slot message and 8-16 bytes
+    #: about the same; across nodes, where it saves a network round trip, 4-8 bytes cost 10-27%
+    #: less.  8 bytes: a float64 reduction or bcast is one LL message.
     ll_bytes: int = 8
     ll_slots: int = 8
     #: Messages of at least this many bytes between ranks that can read each other's memory (one
@@ -762,7 +755,7 @@ class Landing:
         ordinal = self._ll_sent[dst]
         self._ll_sent[dst] = ordinal + 1
         flag = flag_of(ordinal)
-        # One word as a Python int: Window.signal's cheapest form (no array to check).
+        # One word as a Python int: a notice's cheapest form (no array to check).
         words = encode_word(data, flag) if data.size <= 4 else encode(data, flag)
         disp = (self.rank * self.ll_slots + ordinal % self.ll_slots) * self.ll_words
         needed = ordinal + 1 - self.ll_slots
@@ -775,15 +768,12 @@ class Landing:
         await self._put_ll(dst, words, disp)
 
     def _put_ll(self, dst: int, words: np.ndarray | int, disp: int) -> Awaitable[None]:
-        """Write the words (:meth:`_write_words`): on this node one :meth:`Window.signal`, a put
-        and a flush in one transport call made inside the call by the engine — several
-        microseconds cheaper than ``put`` + ``flush`` in the lock_all epoch (measured:
-        docs/collectives.md, *What it costs*).  Nothing else goes to ``dst`` on the LL window, so
-        the signal's "after every earlier call" ordering costs nothing extra.
+        """Write the words (:meth:`_write_words`: one :meth:`Window.notify`; on this node stores
+        inside the call).
 
-        The send is complete once the signal is issued: the words are our own copy, so nothing
-        waits for them to land — as a data-slot message is sent once its flag is issued.  That
-        matters between nodes, where the signal is an accumulate that ``dst``'s progress applies
+        The send is complete once the notice is issued: the words are a copy, so nothing waits
+        for them to land — as a data-slot message is sent once its flag is issued.  That matters
+        between nodes, where the notice is an accumulate that ``dst``'s progress applies
         (docs/architecture.md, *One put per small message*): the sender does not wait for it."""
         self._write_words(self._ll.win, dst, disp, words)
         return self._done
@@ -838,36 +828,22 @@ class Landing:
 
     def _write_words(self, win: Window, dst: int, index: int, words: np.ndarray | int) -> None:
         """Write int64 ``words`` (or one word) at ``index`` of ``dst``'s ``win``, each seen whole
-        by ``dst``, whose collectives read them while they may be landing; issued, not waited
-        for (nobody awaits it: a failure reaches the collectives through the Comm's failure).
-        On this node one :meth:`Window.signal` (inside the call: a store per word into
-        ``dst``'s memory, mapped here, or puts of at most ``WHOLE_RUN`` words and a flush).
-        Towards another node, where a put's bytes may land in pieces, an accumulate with REPLACE
-        per run of ``WHOLE_RUN`` words (MPI applies it element by element:
-        docs/architecture.md, *One put per small message*): no order is needed with
-        anything but the earlier writes of the same words, which MPI's default
-        ``accumulate_ordering`` keeps (an LL slot is rewritten only after its credit, a flag
-        only grows); the epoch's close completes them."""
-        if self._words_whole[dst]:
-            requests = [win.signal(dst, index, words)]
-        else:
-            origin = np.array([words], np.int64) if isinstance(words, int) else words
-            requests = [
-                win.accumulate(origin[lo : lo + WHOLE_RUN], dst, index + lo, _OP_REPLACE)
-                for lo in range(0, origin.size, WHOLE_RUN)
-            ]
-        for request in requests:
-            if not request.done():
-                request.add_done_callback(_retrieve)
-            elif (error := request.exception()) is not None:
-                raise error
+        by ``dst``, whose collectives read them while they may be landing: a
+        :meth:`Window.notify`, not waited for (a failure reaches the collectives through the
+        Comm's failure).  On this node stores into ``dst``'s memory, mapped here, inside the
+        call; towards another node, where a put's bytes may land in pieces, accumulates with
+        REPLACE, which MPI applies element by element (docs/architecture.md, *One put per small
+        message*).  No order is needed with anything but the earlier writes of the same words,
+        which a notice keeps (an LL slot is rewritten only after its credit, a flag only
+        grows); the windows' free completes them."""
+        win.notify(dst, index, words)
 
     def _raise_flag(self, dst: int, index: int, value: int) -> None:
         """Set ``dst``'s ``flags[index]`` to ``value`` (:meth:`_write_words`).  Every flag has one
-        writer (this rank) and only grows, so on this node a plain put is enough (no atomic),
-        written after everything we issued to ``dst`` on the flag window; towards another node an
-        accumulate with REPLACE, which lands whole.  Either way a later value never lands before
-        an earlier one."""
+        writer (this rank) and only grows, so on this node a plain store is enough (no atomic);
+        towards another node an accumulate with REPLACE, which lands whole.  Either way a later
+        value never lands before an earlier one (a notice keeps the order of one word's
+        writes)."""
         self._write_words(self._flags.win, dst, index, value)
 
 
@@ -886,7 +862,3 @@ class Into:
         copy_bytes(self.target[lo:hi], slot)
         if self.landed is not None:
             self.landed(lo, hi)
-
-
-def _retrieve(request: Request) -> None:
-    request.exception()

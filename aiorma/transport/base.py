@@ -203,6 +203,16 @@ class Endpoint(Protocol):
         """:meth:`put_words_flushed` of the one int64 ``word`` (in int64's range): a signal's
         value, which the caller need not wrap in an array."""
 
+    def post_words(self, win_id: int, target: int, disp: int, words: np.ndarray | int) -> bool:
+        """Write int64 ``words`` (or the one int64 ``word``) at element ``disp`` of ``target``'s
+        int64 window, each word seen whole by ``target``'s loads, ordered after this rank's
+        earlier writes of the same words and after nothing else, with no completion reported:
+        the transport itself keeps what the write needs until it is complete, and a later
+        :meth:`flush` towards ``target`` or the window's free completes it (``Window.notify``).
+        True when posted; False changed nothing (the caller writes the words with puts or
+        accumulates).  Rings ``target`` after it (``notify`` windows).  The caller may reuse
+        ``words`` at once."""
+
     def reads_memory_of(self, peer: int) -> bool:
         """True when :meth:`read_memory` can copy bytes out of any memory of ``peer``'s — a user's
         buffer, not only a window — inside the call: a peer in this process, or on this node

@@ -305,6 +305,13 @@ class LocalEndpoint:
     def put_word_flushed(self, win_id: int, target: int, disp: int, word: int) -> bool:
         return self.put_words_flushed(win_id, target, disp, np.array([word], np.int64))
 
+    def post_words(self, win_id: int, target: int, disp: int, words: np.ndarray | int) -> bool:
+        """Stored at once (whole words: numpy copies int64 elements into an array of this
+        process), unless the network delays ops (then the caller takes the general path)."""
+        if isinstance(words, int):
+            words = np.array([words], np.int64)
+        return self.put_words_flushed(win_id, target, disp, words)
+
     def reads_memory_of(self, peer: int) -> bool:
         """Always: every rank is this process."""
         return True

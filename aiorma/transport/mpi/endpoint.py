@@ -77,6 +77,11 @@ _NETWORK_KINDS = frozenset((_PUT, _GET))
 #: fast and whose call no longer counts.
 STORED_PUT_BYTES = 16 << 10
 
+#: How long after a notice towards another node its target is rung again when parked (every
+#: RERING_INTERVAL), and this rank keeps polling rather than parking: longer than a notice takes
+#: to arrive, so that a park the target began before it arrived ends.
+NOTICE_RERING = 10 * RERING_INTERVAL
+
 
 def _writable(origin: np.ndarray) -> np.ndarray:
     """``origin`` as MPI's ``Rget_accumulate`` takes it: mpi4py wants that call's origin writable
@@ -169,6 +174,11 @@ class MpiEndpoint:
         # Request-based control writes towards peers that need progress: (request, buffers kept
         # alive, (win_id, dest)).
         self._writes: list[tuple[MPI.Request, object, tuple[int, int]]] = []
+        # Notices posted towards another node (post_words): the (window, target) pairs that a
+        # flush must complete in the worker thread, and when each target last got one (rung
+        # again while that is recent: see _ring_servers).
+        self._posted: set[tuple[int, int]] = set()
+        self._noticed_at: dict[int, float] = {}
         self._word_buffers = tuple(np.zeros(1, np.int64) for _ in range(3))
         self._closed = False
         doorbell, bells = open_doorbells(self._probe_comm, hosts)
@@ -246,6 +256,7 @@ class MpiEndpoint:
         # Unlock_all below completes the puts a Flush has not yet.
         self._unflushed = {key for key in self._unflushed if key[0] != win_id}
         self._issued_since_flush = {key for key in self._issued_since_flush if key[0] != win_id}
+        self._posted = {key for key in self._posted if key[0] != win_id}  # (and notices)
 
         def free() -> np.ndarray | None:
             return window.free_collectively(self._win_comm, self._lifecycle_key)
@@ -460,7 +471,8 @@ class MpiEndpoint:
             if window.notify:
                 self._doorbell.ring(target)
             return True
-        if not window.owns_datatype:
+        posted = key in self._posted
+        if not window.owns_datatype and not posted:
             # Ops that need the target's progress complete remotely with their requests: wait for
             # those, by polling; the passive ones (puts and gets into allocated memory) complete
             # with one Flush once nothing else is in flight (_flushes_due).
@@ -473,8 +485,10 @@ class MpiEndpoint:
             self._doorbell.ring(target)
             self._waiting_flushes.setdefault(key, []).append(upto)
             return False
-        # A derived datatype: puts cannot be turned into accumulates; a blocking Flush, in the
+        # A derived datatype (puts cannot be turned into accumulates), or notices in flight (no
+        # request completes them, and they need the target's progress): a blocking Flush, in the
         # worker thread.
+        self._posted.discard(key)
         mine = self._pending.pop(key, [])
         requests = [request for _, request, _, _ in mine]
         self._doorbell.ring(target)
@@ -551,6 +565,43 @@ class MpiEndpoint:
         """:meth:`put_words_flushed` of one word given as an int (a signal's value): into mapped
         memory one element store, without the one-word array a put needs."""
         return self.stores_words_whole(target) and self._put_flushed(win_id, target, disp, word, words=True)
+
+    def post_words(self, win_id: int, target: int, disp: int, words: np.ndarray | int) -> bool:
+        """:class:`~aiorma.transport.base.Endpoint`'s posted word write.  On this node (and to
+        ourselves) :meth:`put_words_flushed`'s stores.  Towards another node an ``Raccumulate``
+        with REPLACE per run of :data:`WHOLE_RUN` words, which MPI applies element by element (a
+        put's bytes may land there in pieces); its request, tested once here and then by the
+        poll with the control writes (``_writes``), completes locally and keeps the origin alive
+        until then — no token, no Request, no report to the engine: what a notice saves over an
+        RMA call (docs/benchmarks.md, *Notices without a Request*).  ``target``'s progress
+        applies it; it is rung now if parked, and again while the notice is young (a park may
+        begin before it arrives), and a flush towards it waits for it in the worker thread
+        (MPI's ``Flush`` waits for that progress).  Not under Open MPI (starting an accumulate
+        may wait for the target there), nor into ``Win.Create`` memory or with a derived
+        datatype: False."""
+        if self.stores_words_whole(target):
+            return self._put_flushed(win_id, target, disp, words, words=True)
+        window = self._windows[win_id]
+        if not window.allocated or window.owns_datatype or self._starting_may_wait:
+            return False
+        # A copy: MPI may read it after we return, and the caller may reuse its array at once.
+        origin = np.array([words] if isinstance(words, int) else words, np.int64)
+        win = window.win
+        try:  # (as _towards does, without a generic context manager on this path)
+            for lo in range(0, origin.size, WHOLE_RUN):
+                run = origin[lo : lo + WHOLE_RUN]
+                spec = (disp + lo, run.size, MPI.INT64_T)
+                request = win.Raccumulate([run, MPI.INT64_T], target, spec, MPI.REPLACE)
+                # A test drives MPI's progress once (MPICH sends the message on), and usually
+                # finds it locally complete: nothing to keep.
+                if not request.Test():
+                    self._writes.append((request, run, (win_id, target)))
+        except MPI.Exception as error:
+            self._failed_towards(target, error)
+        self._posted.add((win_id, target))
+        self._noticed_at[target] = time.monotonic()
+        self._doorbell.ring(target)
+        return True
 
     def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
         """A put completed at ``target`` inside the call, into allocated memory: on this node
@@ -790,9 +841,9 @@ class MpiEndpoint:
                 active |= self._test_pending()
             if self._waiting_flushes:
                 active |= self._flushes_due()
-            if (self._pending or self._fetches or self._waiting_flushes) and (
-                (now := time.monotonic()) >= self._next_rering
-            ):
+            if (
+                self._pending or self._fetches or self._waiting_flushes or self._writes or self._noticed_at
+            ) and ((now := time.monotonic()) >= self._next_rering):
                 self._next_rering = now + RERING_INTERVAL
                 self._ring_servers()
             if self._fetches:
@@ -864,6 +915,13 @@ class MpiEndpoint:
         servers = {target for key in self._pending if self._served(key) for target in key[1:]}
         servers |= {target for _, target in self._waiting_flushes}
         servers |= {self._fetch_targets.get(token, -1) for _, token, _, _ in self._fetches}
+        servers |= {key[1] for _request, _buffers, key in self._writes}
+        if self._noticed_at:
+            # A notice's target may have begun a park before the notice arrived (it was rung only
+            # if parked when posted): ring it again for a while.
+            recent = time.monotonic() - NOTICE_RERING
+            servers |= {target for target, at in self._noticed_at.items() if at >= recent}
+            self._noticed_at = {target: at for target, at in self._noticed_at.items() if at >= recent}
         self._doorbell.ring_servers(servers)
 
     def _test_pending(self) -> bool:
@@ -929,7 +987,7 @@ class MpiEndpoint:
         may access them any time, by active messages that need our progress)."""
         if self._workers.blocking_calls:
             return _NEED_THREADS
-        if self._pending or self._fetches or self._writes or self._waiting_flushes:
+        if self._pending or self._fetches or self._writes or self._waiting_flushes or self._noticed_at:
             return _NEED_REQUESTS
         if self._created_windows:
             return _NEED_SERVING
