@@ -143,17 +143,13 @@ class NotifiedAccess:
                 raise error
 
     def _posted(self, target: Any, index: Any, value: Any) -> bool:
-        """A notice written by the transport inside the call (True): plain arguments (as
-        :meth:`_signal_inline` takes them) and the epoch's grant towards ``target`` in hand, with
-        nothing of ours in flight there (the engine's inline flush — stricter than a notice
-        needs, and what makes the transport's word writes safe beside the engine's ops).  False
-        changed nothing."""
-        if type(value) is int:
-            plain = self._signal_plain(target, index, value)
-        else:
-            plain = self._dtype is _INT64 and self._plain(value, target, index)
+        """A notice written by the transport inside the call (True): plain arguments
+        (:meth:`_words_plain`) and the epoch's grant towards ``target`` in hand, with nothing of
+        ours in flight there (the engine's inline flush — stricter than a notice needs, and what
+        makes the transport's word writes safe beside the engine's ops).  False changed
+        nothing."""
         return (
-            plain
+            self._words_plain(target, index, value)
             and self._engine.flush_inline(target)
             and self._endpoint.post_words(self._win_id, target, index, value)
         )
@@ -163,24 +159,26 @@ class NotifiedAccess:
             del self._signals_pending[target]
 
     def _signal_inline(self, target: Any, index: Any, value: Any) -> bool:
-        """A SIGNAL_SET inside the call: when the call's arguments are plain (an int, or an int64
-        array: the window's own :meth:`_plain` test) and everything issued to ``target`` is
-        complete there (already, or by a flush answered inside the call), the transport's
-        put-and-flush (True).  False changed nothing."""
-        if not self._inline_allowed:
+        """A SIGNAL_SET inside the call: when the call's arguments are plain
+        (:meth:`_words_plain`) and everything issued to ``target`` is complete there (already,
+        or by a flush answered inside the call), the transport's put-and-flush (True).  False
+        changed nothing."""
+        if not (
+            self._inline_allowed
+            and self._words_plain(target, index, value)
+            and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
+        ):
             return False
         if type(value) is int:
-            return (
-                self._signal_plain(target, index, value)
-                and self._engine.flush_inline(target)  # in a passive epoch, earlier ops complete: data first
-                and self._endpoint.put_word_flushed(self._win_id, target, index, value)
-            )
-        return (
-            self._dtype is _INT64
-            and self._plain(value, target, index)
-            and self._engine.flush_inline(target)
-            and self._endpoint.put_words_flushed(self._win_id, target, index, value)
-        )
+            return self._endpoint.put_word_flushed(self._win_id, target, index, value)
+        return self._endpoint.put_words_flushed(self._win_id, target, index, value)
+
+    def _words_plain(self, target: Any, index: Any, value: Any) -> bool:
+        """Plain signal words: an int (:meth:`_signal_plain`), or an int64 array of an int64
+        window (the window's own :meth:`_plain` test)."""
+        if type(value) is int:
+            return self._signal_plain(target, index, value)
+        return self._dtype is _INT64 and self._plain(value, target, index)
 
     def _signal_plain(self, target: Any, index: Any, value: Any) -> bool:
         """The common signal, checked by exact types: plain ints in range, an int64 window."""
