@@ -8,6 +8,7 @@ test_any_loop.py, test_notified.py and the registry's scenarios.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Generator
 from time import perf_counter
@@ -171,3 +172,175 @@ def test_a_poll_s_news_is_looked_at_before_the_core_is_handed_on(monkeypatch: py
         assert (driver.polls, len(yields)) == (3, 2)
     finally:
         loop.close()
+
+
+# ---------------------------------------------------------------- polling between turns of the loop
+
+
+class _TurnsWaiter(_FakeWaiter):
+    """A waiter whose one wait source finishes every future of ``futures`` when ``landed`` is set."""
+
+    def __init__(self, *futures: Any) -> None:
+        super().__init__(futures[0])
+        self.futures = futures
+        self.await_polling_until = 0.0
+        self.wakes = 0
+
+    def check_sources(self) -> bool:
+        self.checks += 1
+        if self.landed:
+            for future in self.futures:
+                if not future.done():
+                    future.set_result(None)
+        return self.landed
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+
+class _Endpoint:
+    def __init__(self) -> None:
+        self.need = await_policy.PollNeed.IDLE
+
+    def poll_need(self) -> Any:
+        return self.need
+
+
+class _TurnsDriver(_FakeDriver):
+    def __init__(self, waiter: _TurnsWaiter, polls_until_landed: int | None) -> None:
+        super().__init__(waiter, polls_until_landed)
+        self.endpoint = _Endpoint()
+
+
+class _Awaiting:
+    """An await of ``future`` through the policy, as ``Request.__await__`` makes it."""
+
+    def __init__(self, future: Any, driver: Any) -> None:
+        self.future, self.driver = future, driver
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        yield from await_policy.wait(self.future, self.driver, context())
+        return self.future.result()
+
+
+@pytest.fixture
+def no_inline_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every await is past its inline bound at once (a late peer), so it suspends."""
+    monkeypatch.setattr(await_policy, "INLINE_OWN_CORE", 0.0)
+    monkeypatch.setattr(await_policy, "POLL_BETWEEN_TURNS", 60.0)  # the polls, not the bound, end it
+
+
+async def _count_turns(turns: list[int]) -> None:
+    while True:
+        turns.append(1)
+        await asyncio.sleep(0)
+
+
+@pytest.mark.usefixtures("no_inline_wait")
+async def test_a_suspended_await_polls_once_per_turn_and_resumes_in_its_own_poll() -> None:
+    """Past the inline bound the awaiting task polls between turns of the loop: the rank's other
+    tasks run between its polls, and the poll that finishes its future resumes it, with no
+    waiter task polling (none exists here: an await that only waited on the future would hang)."""
+    future = asyncio.get_running_loop().create_future()
+    waiter = _TurnsWaiter(future)
+    driver = _TurnsDriver(waiter, 20)
+    turns: list[int] = []
+    ticker = asyncio.create_task(_count_turns(turns))
+    try:
+        await asyncio.wait_for(_Awaiting(future, driver), 10)
+    finally:
+        ticker.cancel()
+    assert driver.polls == 20
+    assert len(turns) >= 18  # the other task ran between the polls after the inline one
+    assert waiter.await_polling_until == 0.0  # the waiter polls again
+    assert waiter.wakes >= 1  # the poll's news restarted the waiter's spin window
+
+
+@pytest.mark.usefixtures("no_inline_wait")
+async def test_one_await_polls_at_a_time_and_the_others_are_woken_by_its_polls() -> None:
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    waiter = _TurnsWaiter(first, second)
+    driver = _TurnsDriver(waiter, 30)
+    polling: list[float] = []
+
+    async def second_await() -> None:
+        await asyncio.sleep(0)
+        polling.append(waiter.await_polling_until)  # the first await polls now
+        polls_before = driver.polls
+        await _Awaiting(second, driver)
+        polling.append(driver.polls - polls_before)
+
+    await asyncio.wait_for(asyncio.gather(_Awaiting(first, driver), second_await()), 10)
+    assert polling[0] > 0.0
+    # The second await polled inline once, then waited: every other poll was the first await's.
+    assert driver.polls == 30
+    assert waiter.await_polling_until == 0.0
+
+
+@pytest.mark.usefixtures("no_inline_wait")
+async def test_a_cancelled_polling_await_leaves_the_operation_and_the_polling() -> None:
+    future = asyncio.get_running_loop().create_future()
+    waiter = _TurnsWaiter(future)
+    driver = _TurnsDriver(waiter, None)  # never lands
+    task = asyncio.ensure_future(_Awaiting(future, driver))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert waiter.await_polling_until > 0.0
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not future.done()  # the shared completion future stays as it was
+    assert waiter.await_polling_until == 0.0
+
+
+@pytest.mark.usefixtures("no_inline_wait")
+async def test_an_await_stops_polling_while_a_worker_thread_is_inside_mpi() -> None:
+    """A task yielding to the loop would keep the interpreter from a worker thread inside MPI:
+    the await then waits on the future, which someone else finishes (here a timer)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    waiter = _TurnsWaiter(future)
+    driver = _TurnsDriver(waiter, None)
+    driver.endpoint.need = await_policy.PollNeed.THREADS
+    loop.call_later(0.05, future.set_result, "done")
+    assert await asyncio.wait_for(_Awaiting(future, driver), 10) == "done"
+    assert driver.polls == 2  # the inline poll and one between turns, then none
+    assert waiter.await_polling_until == 0.0
+
+
+async def test_past_its_time_an_await_waits_on_the_future(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(await_policy, "INLINE_OWN_CORE", 0.0)
+    monkeypatch.setattr(await_policy, "POLL_BETWEEN_TURNS", 0.0)
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    waiter = _TurnsWaiter(future)
+    driver = _TurnsDriver(waiter, None)
+    loop.call_later(0.05, future.set_result, 3)
+    assert await asyncio.wait_for(_Awaiting(future, driver), 10) == 3
+    assert driver.polls == 2
+
+
+async def test_an_abandoned_polling_await_holds_the_waiter_s_polls_no_longer_than_its_time() -> None:
+    """The waiter leaves the polling to an await until that await's deadline, and polls again
+    after it even when the await's ``finally`` never ran (a coroutine dropped unclosed)."""
+    from aiorma._core.waiter import Waiter
+
+    class _Endpoint:
+        polled = True
+
+        def poll_need(self) -> Any:
+            return await_policy.PollNeed.REQUESTS  # keeps the waiter spinning, never parked
+
+        def parking(self, parked: bool) -> None:
+            assert not parked, "the waiter parked"
+
+    polls: list[float] = []
+    waiter = Waiter(_Endpoint(), lambda: polls.append(perf_counter()) is None, lambda exc: None)  # type: ignore[arg-type]
+    waiter.await_polling_until = held_until = perf_counter() + 0.05
+    waiter.start()
+    try:
+        await asyncio.sleep(0.1)
+    finally:
+        await waiter.stop()
+    assert polls and min(polls) >= held_until

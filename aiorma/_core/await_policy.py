@@ -8,11 +8,16 @@ await then does is decided here, and only here:
   bounded time (:data:`INLINE_OWN_CORE`; :data:`INLINE_SHARED_CORE` with the core handed on by
   ``sched_yield`` between polls when the node has more ranks than cores).  An on-time peer's
   grant, "done" or flag arrives sooner than one turn of the event loop would take.
-* **Still pending** (the peer is late, or the transport is not polled): suspend on the event
-  loop until the future is done — through :func:`asyncio.shield` in an asyncio task, through the
-  trio bridge (:func:`aiorma._core.host.wait_future`) in a trio task.  Either way a cancelled
-  await abandons only the wait: the completion future is shared and stays as it was, so the
-  operation continues and the Request can be awaited again.
+* **Still pending, polled transport, asyncio task**: keep polling, once per turn of the event
+  loop, for up to :data:`POLL_BETWEEN_TURNS` (the waiter's spin window), so that the rank's
+  other tasks and timers run between polls and the poll that finishes the future resumes the
+  task at once (:func:`_poll_between_turns`; one await of a rank at a time, and not while a
+  worker thread is inside MPI).
+* **Still pending after that** (a late peer, or the transport is not polled): suspend on the
+  event loop until the future is done — through :func:`asyncio.shield` in an asyncio task,
+  through the trio bridge (:func:`aiorma._core.host.wait_future`) in a trio task.  Either way a
+  cancelled await abandons only the wait: the completion future is shared and stays as it was,
+  so the operation continues and the Request can be awaited again.
 * **Finished without suspending**: the fairness checkpoint — yield to the loop if this thread's
   tasks have not done so for :data:`FAIR_SLICE` (trio's checkpoint in a trio task; under
   asyncio a resume from a timer due now, :func:`_give_way`).
@@ -20,13 +25,13 @@ await then does is decided here, and only here:
 The times of the last suspension or checkpoint are kept in the thread's
 :class:`~aiorma._core.context.Context` (``last_await``), which the rank's
 :class:`~aiorma._core.waiter.Waiter` also reads: an awaiting program is activity, so it keeps
-spinning rather than parking.  The waiter is the rank's background poller; it is what a
-suspended await relies on to be woken (its task polls, then finishes the future), never where an
-await decides anything.  A memory watcher (:mod:`aiorma._core.watch`) turns a predicate on memory
-into such a future at the call (``Window.wait_until``), so an await of it is an await of a future
-like any other.  Awaits inside a collective's job are the exception: the job's runner steps them
-itself (:mod:`aiorma.collectives.runner`) and the job's own Request is awaited through here.
-"""
+spinning rather than parking.  The waiter is the rank's background poller; it is what a suspended
+await relies on to be woken (its task polls, then finishes the future), never where an await
+decides anything; while an await polls between turns, it leaves the polling to that await.  A
+memory watcher (:mod:`aiorma._core.watch`) turns a predicate on memory into such a future at the
+call (``Window.wait_until``), so an await of it is an await of a future like any other.  Awaits
+inside a collective's job are the exception: the job's runner steps them itself
+(:mod:`aiorma.collectives.runner`) and the job's own Request is awaited through here."""
 
 from __future__ import annotations
 
@@ -34,8 +39,9 @@ import asyncio
 import os
 from collections.abc import Generator
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
+from ..transport.base import PollNeed
 from .context import Context
 from .host import checkpoint, in_trio, wait_future
 
@@ -54,14 +60,27 @@ FAIR_SLICE = 1e-3
 # wait for can run.
 INLINE_OWN_CORE = 1e-4
 INLINE_SHARED_CORE = 3e-5
+# Past the inline bound, the awaiting task keeps polling once per turn of the event loop for this
+# long (the waiter's spin window, aiorma._core.waiter), before it waits on the future alone.
+POLL_BETWEEN_TURNS = 2e-3
+_NEED_THREADS: Final = PollNeed.THREADS
 
 
 class Sources(Protocol):
     """What the inline poll needs of the rank's :class:`~aiorma._core.waiter.Waiter`."""
 
     oversubscribed: bool
+    await_polling_until: float
 
     def check_sources(self) -> bool: ...
+
+    def wake(self) -> None: ...
+
+
+class Needs(Protocol):
+    """What :func:`wait` needs of the rank's endpoint: whether a worker thread is inside MPI."""
+
+    def poll_need(self) -> PollNeed: ...
 
 
 class Polling(Protocol):
@@ -70,6 +89,9 @@ class Polling(Protocol):
 
     @property
     def waiter(self) -> Sources: ...
+
+    @property
+    def endpoint(self) -> Needs: ...
 
     def poll_turn(self) -> bool: ...
 
@@ -93,7 +115,7 @@ def wait(
         try:
             if in_trio():  # a trio task: park it until the future is done (aiorma._core.host)
                 yield from wait_future(future).__await__()
-            else:
+            elif driver is None or not (yield from _poll_between_turns(future, driver)):
                 # shield: a cancelled waiter must not cancel the shared completion future.
                 yield from asyncio.shield(future).__await__()
         finally:
@@ -139,6 +161,48 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
         if share_core:
             os.sched_yield()
     return True
+
+
+def _poll_between_turns(future: asyncio.Future[Any], driver: Polling) -> Generator[None, None, bool]:
+    """Poll the rank's endpoint and wait sources once per turn of the event loop, for up to
+    :data:`POLL_BETWEEN_TURNS`, until ``future`` is done (True) or the time passes (False: wait
+    on the future itself, which the rank's waiter finishes).  One await of a rank polls so at a
+    time (False at once for another): the others are woken when its polls finish their futures.
+
+    Between polls the task yields to the loop (a bare ``yield``, as ``asyncio.sleep(0)``), so the
+    rank's other tasks and timers run, and a cancellation arrives there.  What it saves against
+    waiting on the future while the waiter polls: a completion found by this task's own poll
+    resumes it at once, where one found by the waiter resumes it two turns of the loop later
+    (the shield's callback, then the task's wake-up), each turn with another poll in it.
+
+    The waiter leaves the polling to this await until ``waiter.await_polling_until``, a time
+    rather than a flag: an await abandoned without its ``finally`` (a coroutine never closed)
+    then holds the polling no longer than its deadline, and the waiter's polls resume."""
+    waiter = driver.waiter
+    now = perf_counter()
+    if now < waiter.await_polling_until:
+        return False  # another await polls
+    poll, poll_need = driver.poll_turn, driver.endpoint.poll_need
+    share_core = waiter.oversubscribed
+    waiter.await_polling_until = deadline = now + POLL_BETWEEN_TURNS
+    try:
+        while True:
+            if share_core:
+                os.sched_yield()
+            yield  # one turn of the event loop
+            try:
+                if poll() | waiter.check_sources():
+                    waiter.wake()  # activity: the waiter's spin window restarts, as after its own polls
+            except Exception as exc:
+                driver.failed(exc)
+            if future.done():
+                return True
+            # A worker thread inside MPI needs the interpreter to finish, which a task yielding to
+            # the loop keeps from it (the waiter blocks in the selector for it instead).
+            if perf_counter() >= deadline or poll_need() is _NEED_THREADS:
+                return False
+    finally:
+        waiter.await_polling_until = 0.0
 
 
 def _give_way() -> asyncio.Future[None]:

@@ -4,11 +4,12 @@ Everything in aiorma that waits for a peer — an epoch's grant or "done", a loc
 collective's flag — waits for a word of this rank's own memory to change.  Nothing announces the
 change (the peer wrote it one-sidedly), so on a polled transport (MPI) someone has to look: an
 await itself, for a bounded time, and after that (and while nobody awaits) the :class:`Waiter`'s
-task.  How an await waits — inline, then suspended until the waiter's polling finishes its
-future — is decided by :func:`aiorma._core.await_policy.wait`, not here; the waiter decides only
-how its own task polls.  It runs while the rank has windows, and each turn it polls the endpoint
-(which drives MPI progress, reports completions and finds changed control regions) and re-checks
-every registered flag watcher.  Between turns:
+task.  How an await waits — inline, then polling between turns of the loop, then suspended until
+the waiter's polling finishes its future — is decided by :func:`aiorma._core.await_policy.wait`,
+not here; the waiter decides only how its own task polls, and leaves the polling to an await that
+polls between turns (its polls are the same).  It runs while the rank has windows, and each turn
+it polls the endpoint (which drives MPI progress, reports completions and finds changed control
+regions) and re-checks every registered flag watcher.  Between turns:
 
 * **Spin** while there was activity within the spin window: yield to the event loop
   (``asyncio.sleep(0)``), so other tasks run, and poll again.  When this node has more ranks
@@ -96,6 +97,9 @@ class Waiter:
         self._parked: asyncio.Future[bool] | None = None
         self._last_activity = time.perf_counter()
         self._running = False
+        #: Until this time (``time.perf_counter``) an await of this rank polls between turns of
+        #: the loop (aiorma._core.await_policy): the task leaves the polling to it meanwhile.
+        self.await_polling_until = 0.0
 
     # -------------------------------------------------------------------- interface
 
@@ -165,6 +169,9 @@ class Waiter:
         # activity even when every call finished inside itself (such calls wake no one).
         thread = context()
         while self._running:
+            if time.perf_counter() < self.await_polling_until:
+                await asyncio.sleep(0)
+                continue
             active = self._poll()
             active |= self.check_sources()
             now = time.perf_counter()
