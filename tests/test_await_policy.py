@@ -344,3 +344,40 @@ async def test_an_abandoned_polling_await_holds_the_waiter_s_polls_no_longer_tha
     finally:
         await waiter.stop()
     assert polls and min(polls) >= held_until
+
+
+def test_a_trio_task_polls_between_checkpoints_and_resumes_in_its_own_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a trio task the await polls between trio's checkpoints: the run's other tasks run
+    between its polls, and its own poll resumes it (no waiter here either)."""
+    trio = pytest.importorskip("trio")
+    from aiorma._core.host import open_host
+
+    monkeypatch.setattr(await_policy, "INLINE_OWN_CORE", 0.0)
+    monkeypatch.setattr(await_policy, "POLL_BETWEEN_TURNS", 60.0)
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        loop = await open_host()
+        future = loop.create_future()
+        waiter = _TurnsWaiter(future)
+        driver = _TurnsDriver(waiter, 20)
+        turns: list[int] = []
+
+        async def count() -> None:
+            while True:
+                turns.append(1)
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(count)
+            with trio.fail_after(10):
+                await _Awaiting(future, driver)
+            nursery.cancel_scope.cancel()
+        seen.update(polls=driver.polls, turns=len(turns), until=waiter.await_polling_until)
+
+    trio.run(main)
+    assert seen["polls"] == 20
+    assert seen["turns"] >= 18
+    assert seen["until"] == 0.0

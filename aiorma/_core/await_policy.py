@@ -8,11 +8,11 @@ await then does is decided here, and only here:
   bounded time (:data:`INLINE_OWN_CORE`; :data:`INLINE_SHARED_CORE` with the core handed on by
   ``sched_yield`` between polls when the node has more ranks than cores).  An on-time peer's
   grant, "done" or flag arrives sooner than one turn of the event loop would take.
-* **Still pending, polled transport, asyncio task**: keep polling, once per turn of the event
-  loop, for up to :data:`POLL_BETWEEN_TURNS` (the waiter's spin window), so that the rank's
-  other tasks and timers run between polls and the poll that finishes the future resumes the
-  task at once (:func:`_poll_between_turns`; one await of a rank at a time, and not while a
-  worker thread is inside MPI).
+* **Still pending, polled transport**: keep polling, once per turn of the event loop (of trio's
+  scheduler in a trio task), for up to :data:`POLL_BETWEEN_TURNS` (the waiter's spin window),
+  so that the rank's other tasks and timers run between polls and the poll that finishes the
+  future resumes the task at once (:func:`_poll_between_turns`; one await of a rank at a time,
+  and not while a worker thread is inside MPI).
 * **Still pending after that** (a late peer, or the transport is not polled): suspend on the
   event loop until the future is done — through :func:`asyncio.shield` in an asyncio task,
   through the trio bridge (:func:`aiorma._core.host.wait_future`) in a trio task.  Either way a
@@ -113,9 +113,12 @@ def wait(
     and skip the call (``Request.__await__`` does, so a finished Request costs no extra call)."""
     if future is not None and not future.done() and (driver is None or not _poll_inline(future, driver)):
         try:
-            if in_trio():  # a trio task: park it until the future is done (aiorma._core.host)
+            trio_task = in_trio()
+            if driver is not None and (yield from _poll_between_turns(future, driver, trio_task)):
+                pass
+            elif trio_task:  # a trio task: park it until the future is done (aiorma._core.host)
                 yield from wait_future(future).__await__()
-            elif driver is None or not (yield from _poll_between_turns(future, driver)):
+            else:
                 # shield: a cancelled waiter must not cancel the shared completion future.
                 yield from asyncio.shield(future).__await__()
         finally:
@@ -163,14 +166,17 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
     return True
 
 
-def _poll_between_turns(future: asyncio.Future[Any], driver: Polling) -> Generator[None, None, bool]:
+def _poll_between_turns(
+    future: asyncio.Future[Any], driver: Polling, trio_task: bool
+) -> Generator[Any, None, bool]:
     """Poll the rank's endpoint and wait sources once per turn of the event loop, for up to
     :data:`POLL_BETWEEN_TURNS`, until ``future`` is done (True) or the time passes (False: wait
     on the future itself, which the rank's waiter finishes).  One await of a rank polls so at a
     time (False at once for another): the others are woken when its polls finish their futures.
 
-    Between polls the task yields to the loop (a bare ``yield``, as ``asyncio.sleep(0)``), so the
-    rank's other tasks and timers run, and a cancellation arrives there.  What it saves against
+    Between polls the task yields to the loop (a bare ``yield``, as ``asyncio.sleep(0)``; in a
+    trio task, trio's checkpoint), so the rank's other tasks and timers run, and a cancellation
+    arrives there.  What it saves against
     waiting on the future while the waiter polls: a completion found by this task's own poll
     resumes it at once, where one found by the waiter resumes it two turns of the loop later
     (the shield's callback, then the task's wake-up), each turn with another poll in it.
@@ -189,7 +195,10 @@ def _poll_between_turns(future: asyncio.Future[Any], driver: Polling) -> Generat
         while True:
             if share_core:
                 os.sched_yield()
-            yield  # one turn of the event loop
+            if trio_task:
+                yield from checkpoint().__await__()
+            else:
+                yield  # one turn of the event loop
             try:
                 if poll() | waiter.check_sources():
                     waiter.wake()  # activity: the waiter's spin window restarts, as after its own polls
