@@ -25,4 +25,4 @@ async def main(comm):
     if comm.rank == 0:
         d = [(a - b) * 1e6 for a, b in zip(both[0], both[1])]
         print("delay %4.0f us: post -> start resumes median %.1f us, p90 %.1f" % (DELAY*1e6, statistics.median(d), sorted(d)[int(.9*len(d))]))
-aiorma.run(main)
+aiorma.run(main, backend=sys.argv[2] if len(sys.argv) > 2 else "asyncio")
