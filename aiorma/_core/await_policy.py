@@ -114,11 +114,10 @@ def wait(
     if future is not None and not future.done() and (driver is None or not _poll_inline(future, driver)):
         try:
             trio_task = in_trio()
-            if driver is not None and (yield from _poll_between_turns(future, driver, trio_task)):
-                pass
-            elif trio_task:  # a trio task: park it until the future is done (aiorma._core.host)
+            polled = driver is not None and (yield from _poll_between_turns(future, driver, trio_task))
+            if not polled and trio_task:  # park the trio task until the future is done (.host)
                 yield from wait_future(future).__await__()
-            else:
+            elif not polled:
                 # shield: a cancelled waiter must not cancel the shared completion future.
                 yield from asyncio.shield(future).__await__()
         finally:
@@ -176,10 +175,10 @@ def _poll_between_turns(
 
     Between polls the task yields to the loop (a bare ``yield``, as ``asyncio.sleep(0)``; in a
     trio task, trio's checkpoint), so the rank's other tasks and timers run, and a cancellation
-    arrives there.  What it saves against
-    waiting on the future while the waiter polls: a completion found by this task's own poll
-    resumes it at once, where one found by the waiter resumes it two turns of the loop later
-    (the shield's callback, then the task's wake-up), each turn with another poll in it.
+    arrives there.  What it saves against waiting on the future while the waiter polls: a
+    completion found by this task's own poll resumes it at once, where one found by the waiter
+    resumes it two turns of the loop later (the shield's callback, then the task's wake-up),
+    each turn with another poll in it.
 
     The waiter leaves the polling to this await until ``waiter.await_polling_until``, a time
     rather than a flag: an await abandoned without its ``finally`` (a coroutine never closed)

@@ -15,6 +15,9 @@ regions) and re-checks every registered flag watcher.  Between turns:
   (``asyncio.sleep(0)``), so other tasks run, and poll again.  When this node has more ranks
   than cores, also ``os.sched_yield()`` — a spinning rank must hand its core to a rank that has
   work.  The window is 2 ms either way (``_SPIN``).
+* **Leave the polling** to an await that polls between turns of the loop
+  (:func:`aiorma._core.await_policy.wait`), until its deadline (``await_polling_until``): only
+  yield meanwhile — its polls are the same, and it resumes from its own.
 * **Keep spinning** up to 50 ms while own requests are in flight
   (:class:`~aiorma.transport.base.PollNeed` ``REQUESTS``: towards a peer on another node they
   complete only while we drive MPI progress; we rang the peer when we started them).
