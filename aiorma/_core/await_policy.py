@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from time import perf_counter
 from typing import Any, Final, Protocol
 
@@ -151,11 +151,7 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
     except Exception as exc:  # as in the waiter's task: the rank fails, with the cause
         driver.failed(exc)
     while not future.done():
-        try:
-            poll()
-            waiter.check_sources()
-        except Exception as exc:
-            driver.failed(exc)
+        _poll_and_look(poll, waiter, driver)
         if future.done():
             return True
         if perf_counter() >= deadline:
@@ -163,6 +159,17 @@ def _poll_inline(future: asyncio.Future[Any], driver: Polling) -> bool:
         if share_core:
             os.sched_yield()
     return True
+
+
+def _poll_and_look(poll: Callable[[], bool], waiter: Sources, driver: Polling) -> bool:
+    """One turn of a wait: poll the endpoint, then look at once at what the poll let land in
+    the wait sources; True when either found anything.  An exception fails the rank, with the
+    cause, as in the waiter's task."""
+    try:
+        return poll() | waiter.check_sources()
+    except Exception as exc:
+        driver.failed(exc)
+        return False
 
 
 def _poll_between_turns(
@@ -198,11 +205,8 @@ def _poll_between_turns(
                 yield from checkpoint().__await__()
             else:
                 yield  # one turn of the event loop
-            try:
-                if poll() | waiter.check_sources():
-                    waiter.wake()  # activity: the waiter's spin window restarts, as after its own polls
-            except Exception as exc:
-                driver.failed(exc)
+            if _poll_and_look(poll, waiter, driver):
+                waiter.wake()  # activity: the waiter's spin window restarts, as after its own polls
             if future.done():
                 return True
             # A worker thread inside MPI needs the interpreter to finish, which a task yielding to
