@@ -185,6 +185,11 @@ class ProgressDriver:
             engine = self.engines[win_id]
             if engine.links_awaited:
                 self._finish_release(engine)
+            if engine.grant_look_wanted:
+                # The call's op waits for its target's grant, which a poll may find already
+                # written (a fence or post notice): then the op is issued inside this call.
+                engine.grant_look_wanted = False
+                self.poll_turn()
             if engine.lock_words_awaited and time.perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL:
                 # A lock request of ours waits for a peer's hand-off (or drain), and the program
                 # calls rather than awaits: look now, as MPI's calls drive its progress.  A

@@ -165,6 +165,9 @@ class WindowEngine(LockEngine):
         #: driver's calls poll meanwhile (at most once per 50 µs), for whoever is queued behind
         #: them.
         self.lock_words_awaited = 0
+        #: An RMA call was recorded for a fence or GATS target not yet granted: the driver polls
+        #: once before that call returns, and clears it.
+        self.grant_look_wanted = False
         self._fetches: dict[int, Callable[[int], None]] = {}
         #: Every epoch step, in order, when ``history=True`` (tests and tracing read it).
         self.history: list[EpochEvent] | None = [] if history else None
@@ -571,6 +574,13 @@ class WindowEngine(LockEngine):
             if access.phase is _TARGET_PHASE_GRANTED:
                 self._issue(epoch, access, token, payload)
             else:
+                if not access.queued and (epoch.kind is _EPOCH_KIND_FENCE or epoch.kind is _EPOCH_KIND_START):
+                    # The target's grant (its fence or post notice) is often in our memory
+                    # already, unread: the driver looks once before this call returns, so that the
+                    # op is issued now rather than at the closing call (a 1 MiB put then overlaps
+                    # nothing; the closing call copies it).  Once per target and epoch: a lock
+                    # epoch's own rule polls for its hand-off (lock_words_awaited).
+                    self.grant_look_wanted = True
                 access.queued.append((token, payload))
             return token
         except Exception as exc:
