@@ -56,12 +56,13 @@ PUT_TORN_WORDS = Path(__file__).parent / "mpi_scripts" / "put_torn_words.py"
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("words", [512, 8192])
+@pytest.mark.parametrize("words", [512, 8192, 65536])
 def test_a_put_moves_words_whole(words: int) -> None:
-    """On one node a put into allocated memory is MPI's ``Rput`` (MPICH copies it with
-    ``memcpy``): its aligned words must land whole, because aiorma reads words of its own
-    windows while peers' puts land.  Rank 1 reads its window while rank 0 puts into it for a
-    second: no word read mixes two writes."""
+    """On one node a put into allocated memory is stores into the peer's memory, mapped here:
+    up to 16 KiB ``store_words``, from 512 KiB a copy (glibc's ``memcpy``), in between MPI's
+    ``Rput`` (MPICH copies it with ``memcpy``).  Its aligned words must land whole, because
+    aiorma reads words of its own windows while peers' puts land.  Rank 1 reads its window
+    while rank 0 puts into it for a second: no word read mixes two writes."""
     reports = run_mpi_json(PUT_TORN_WORDS, 2, str(words), "1.0", timeout=120)
     writer, reader = reports
     assert writer["writes"] > 50 and reader["reads"] > 50, reports

@@ -3,7 +3,8 @@ tests/test_transport_mpi.py.
 
 aiorma's own machinery reads words of its windows while a peer's put may be landing (a signal's
 words when the call cannot finish inline, LL words): it relies on a put moving aligned 8-byte words
-whole, as MPICH's shared-memory put (``memcpy``) does.  Rank 0 puts ``WORDS`` int64 words into
+whole, as aiorma's stores and copies into a peer's mapped memory do (and MPICH's shared-memory
+put, ``memcpy``, where a put is MPI's).  Rank 0 puts ``WORDS`` int64 words into
 rank 1's window over and over, flushing after each, word ``i`` of write ``k`` carrying
 ``k << 32 | f(k, i)``; rank 1 reads its own window as fast as it can meanwhile and counts the words
 whose low half is not ``f`` of their own high half (a word mixing two writes).  Each rank writes

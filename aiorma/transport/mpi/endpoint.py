@@ -33,7 +33,7 @@ from typing import Any, Final, NoReturn
 import numpy as np
 from mpi4py import MPI
 
-from ..._core.memcopy import copy_bytes
+from ..._core.memcopy import LONG_COPY, copy_bytes
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
 from ...errors import PeerFailed, RmaFailure, TransportError
@@ -73,9 +73,15 @@ _NETWORK_KINDS = frozenset((_PUT, _GET))
 
 #: Puts up to this size into a peer's memory mapped here are word stores by this thread
 #: (``store_words``, ~0.3 µs for 8 bytes, where ``Rput`` and its ``Test`` take ~3 and the flush
-#: after them a ``Flush`` instead of a ``Win_sync``); larger ones stay MPI's, whose copy is as
-#: fast and whose call no longer counts.
+#: after them a ``Flush`` instead of a ``Win_sync``); larger ones stay MPI's ``Rput``, up to
+#: :data:`COPIED_PUT_BYTES`.
 STORED_PUT_BYTES = 16 << 10
+
+#: Puts from this size into a peer's memory mapped here are a copy by this thread: glibc's
+#: ``memcpy`` with non-temporal stores (:data:`~aiorma._core.memcopy.LONG_COPY`), MPI's own copy.
+#: Below it ``copy_bytes`` would be numpy's vector loop (immune to ``rep movsb``'s slow case but
+#: slower in cache than ``memcpy``: 32 puts of 32 KiB per lock epoch took 1.08 x the time).
+COPIED_PUT_BYTES = LONG_COPY
 
 #: How long after a notice towards another node its target is rung again when parked (every
 #: RERING_INTERVAL), and this rank keeps polling rather than parking: longer than a notice takes
@@ -274,10 +280,10 @@ class MpiEndpoint:
 
         Into allocated memory, puts and gets need no CPU of the target's: on this node a get is
         a copy out of its memory, mapped here (``Win_shared_query``), a small put word stores into
-        it (``store_words`` of the compiled CPU atomics; without them an ``Rput``), a larger put
-        an ``Rput`` (shared memory carries it); on another node ``Rput``/``Rget``, which the
-        network delivers (docs/benchmarks.md, *Off-node at the network's speed ...*), so a later
-        ``Flush`` completes them in a round trip.  Ops
+        it (``store_words`` of the compiled CPU atomics; without them an ``Rput``), a put of
+        512 KiB or more a copy into it, one in between an ``Rput``; on another node
+        ``Rput``/``Rget``, which the network delivers (docs/benchmarks.md, *Off-node at the
+        network's speed ...*), so a later ``Flush`` completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
         active-message path), anything into ``win_create`` memory — are requests whose
         completion means *remote* completion (a put or accumulate becomes ``Rget_accumulate``,
@@ -299,20 +305,24 @@ class MpiEndpoint:
                 if kind is _GET:
                     copy_bytes(op.result, memory[op.disp : op.disp + op.count])  # type: ignore[arg-type]
                     return True
-                store_words = self._store_words
-                if (
-                    kind is _PUT
-                    and store_words is not None
-                    and not window.owns_datatype
-                    and op.origin.nbytes <= STORED_PUT_BYTES  # type: ignore[union-attr]
-                ):
-                    # Word stores, not a copy: aiorma's own readers of words landing in their
-                    # memory (a signal's words on its general path, LL words) rely on each word
-                    # written whole, which numpy's copies do not promise (a numpy copy of two
-                    # words was once seen tearing one).  The flush after it is a memory barrier
-                    # (Win_sync), not MPI's Flush: nothing of MPI's is in flight for it.
-                    store_words(memory, op.disp * memory.itemsize, op.origin)
-                    return True
+                if kind is _PUT:
+                    data: np.ndarray = op.origin  # type: ignore[assignment]
+                    if data.nbytes >= COPIED_PUT_BYTES:
+                        # A copy by this thread (glibc's memcpy, as MPI's own put into shared
+                        # memory is), without MPI's request: MPICH's Rput, its Test and the Flush
+                        # after it cost ~10 µs more than the copy at 1 MiB (bench osu).  The
+                        # flush after it is a memory barrier (Win_sync): nothing of MPI's is in
+                        # flight.
+                        copy_bytes(memory[op.disp : op.disp + op.count], data)
+                        return True
+                    store_words = self._store_words
+                    if store_words is not None and not window.owns_datatype:
+                        # Word stores, not a copy: aiorma's own readers of words landing in
+                        # their memory (a signal's words on its general path, LL words) rely on
+                        # each word written whole, which numpy's copies of a few words do not
+                        # promise (a numpy copy of two words was once seen tearing one).
+                        store_words(memory, op.disp * memory.itemsize, data)
+                        return True
             self._issued_since_flush.add((win_id, target))
             # The hot case, without the general path's bookkeeping: shared memory, one request.
             dt = window.datatype
