@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 # Assertions (bit flags, combinable with |), as MPI_MODE_*.
-MODE_NOCHECK = 1
-MODE_NOSTORE = 2
-MODE_NOPUT = 4
-MODE_NOPRECEDE = 8
-MODE_NOSUCCEED = 16
-_ALL_MODES = MODE_NOCHECK | MODE_NOSTORE | MODE_NOPUT | MODE_NOPRECEDE | MODE_NOSUCCEED
+MODE_NOCHECK: Final = 1
+MODE_NOSTORE: Final = 2
+MODE_NOPUT: Final = 4
+MODE_NOPRECEDE: Final = 8
+MODE_NOSUCCEED: Final = 16
+_ALL_MODES: Final = MODE_NOCHECK | MODE_NOSTORE | MODE_NOPUT | MODE_NOPRECEDE | MODE_NOSUCCEED
 
 
 class LockType(enum.IntEnum):

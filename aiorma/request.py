@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Generator
-from time import perf_counter  # (a global: the hot path below saves the module look-up)
-from typing import Any
+from typing import Any, Final
 
 from ._core import await_policy
 from ._core.await_policy import Polling, wait
@@ -17,9 +17,11 @@ from .errors import RmaUsageError
 #: a loop would starve its rank's timers, timeouts, other tasks and in-process peers.  1 ms keeps
 #: a 5 ms timer within a fifth of its period, while a loop turn (10-15 µs) every millisecond
 #: costs the hot path about 1 %.  (The rule is ``aiorma._core.await_policy.wait``'s.)
-FAIR_SLICE = await_policy.FAIR_SLICE
+FAIR_SLICE: Final = await_policy.FAIR_SLICE
+#: The clock, a static of the compiled module: no look-up of a global on the hot path.
+perf_counter: Final = time.perf_counter
 
-_finished_empty: dict[str, Request] = {}  # see finished_request
+_finished_empty: Final[dict[str, Request]] = {}  # see finished_request
 
 
 class Request:

@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ..engine.control import AtomicOp
 from ..engine.engine_io import EngineIO
@@ -27,13 +27,15 @@ from .context import ProgressEntry, context
 from .settings import Settings
 from .waiter import Waiter
 
-_LINK_PATIENCE = 2e-4
+_LINK_PATIENCE: Final = 2e-4
 # While a lock request waits for a peer's hand-off, a call polls if no poll ran for this long: a
 # hand-off waits at most about this much beyond the program's own call, and a rank issuing calls
 # polls at most once per interval — where ranks outnumber cores each poll is CPU the others need
 # (bench transactions, 8 ranks on 2 cores: a poll at every call cost 1.15 x the CPU per
 # nonblocking transaction).
-_CALL_POLL_INTERVAL = 5e-5
+_CALL_POLL_INTERVAL: Final = 5e-5
+#: The clock, a static of the compiled module: no look-up of ``time`` and its attribute per call.
+_perf_counter: Final = time.perf_counter
 
 
 class _EngineIO(EngineIO):
@@ -190,7 +192,7 @@ class ProgressDriver:
                 # written (a fence or post notice): then the op is issued inside this call.
                 engine.grant_look_wanted = False
                 self.poll_turn()
-            if engine.lock_words_awaited and time.perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL:
+            if engine.lock_words_awaited and _perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL:
                 # A lock request of ours waits for a peer's hand-off (or drain), and the program
                 # calls rather than awaits: look now, as MPI's calls drive its progress.  A
                 # hand-off seen only at the next await would hold every peer queued behind us for
@@ -217,8 +219,8 @@ class ProgressDriver:
         that unlocks and then computes must not hold the next holder for its whole computation).
         On one node the link follows the successor's swap by microseconds; past the bound (a
         descheduled successor) the waiter finishes the release in the background."""
-        deadline = time.perf_counter() + _LINK_PATIENCE
-        while engine.links_awaited and time.perf_counter() < deadline:
+        deadline = _perf_counter() + _LINK_PATIENCE
+        while engine.links_awaited and _perf_counter() < deadline:
             self.poll_turn()
 
     def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
@@ -248,7 +250,7 @@ class ProgressDriver:
     def poll_turn(self) -> bool:
         """Poll the endpoint once and feed the engines what it found; True when it found
         anything (the waiter's activity, and the inline wait's turn)."""
-        self._polled_at = time.perf_counter()
+        self._polled_at = _perf_counter()
         active = self.endpoint.poll()
         self.pump()
         return active

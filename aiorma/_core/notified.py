@@ -39,8 +39,9 @@ _OP_SUM: Final = Op.SUM
 _RMA_KIND_ACCUMULATE: Final = RmaKind.ACCUMULATE
 _RMA_KIND_PUT: Final = RmaKind.PUT
 
-_INT64 = np.dtype(np.int64)
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64: Final = np.dtype(np.int64)
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 
 
 class NotifiedWindow(Protocol):

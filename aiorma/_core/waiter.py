@@ -58,12 +58,12 @@ _NEED_IDLE: Final = PollNeed.IDLE
 # also yields the core (sched_yield): a shorter window there made every step of a collective
 # whose ranks share cores wait for a doorbell wake-up (docs/benchmarks.md, *Off-node at the
 # network's speed ...*, collectives, says by how much).
-_SPIN = 2e-3
+_SPIN: Final = 2e-3
 # Own requests in flight (towards a peer we rang) complete only while we drive MPI progress: keep
 # spinning this long for them before falling back to guard polls.
-_SPIN_REQUESTS = 0.05
-_GUARD_BUSY = 1e-3
-_GUARD_IDLE = 0.05
+_SPIN_REQUESTS: Final = 0.05
+_GUARD_BUSY: Final = 1e-3
+_GUARD_IDLE: Final = 0.05
 
 
 class WaitSource(Protocol):

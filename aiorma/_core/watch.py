@@ -25,16 +25,16 @@ from __future__ import annotations
 import asyncio
 import operator
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
 
 from .context import Context, WatchEntry, context
 
-_GUARD = 0.05  # non-polling transports: a safety re-check, in case a write was not poked
+_GUARD: Final = 0.05  # non-polling transports: a safety re-check, in case a write was not poked
 
 #: The comparisons :meth:`MemoryWatcher.wait` accepts, by their Python spelling.
-COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+COMPARISONS: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "==": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,

@@ -29,22 +29,23 @@ import numpy as np
 from .._core.memcopy import load_words
 from .._core.watch import MemoryWatcher
 
-_LITTLE = sys.byteorder == "little"
+_LITTLE: Final = sys.byteorder == "little"
 # Where the payload and the flag sit among a word's two uint32 halves in memory: the flag is the
 # word's high half, whichever end of the word that is.
-_PAY, _FLAG = (0, 1) if _LITTLE else (1, 0)
-_SHIFT = np.uint64(32)
+_PAY: Final = 0 if _LITTLE else 1
+_FLAG: Final = 1 - _PAY
+_SHIFT: Final = np.uint64(32)
 #: Messages up to this many bytes are encoded and decoded with memoryview operations (a few
 #: Python calls, about as cheap for 8 words as for 1), longer ones with numpy (a few array
 #: operations, each costing more than the whole memoryview path for a short message).
-_SMALL = 32
+_SMALL: Final = 32
 #: A memoryview format of 4-byte unsigned items (C ``unsigned int``): a word's two halves.
 _HALF: Final = "I"
 # Two-word messages (5-8 bytes: the default LL size, one float64) are the commonest; ``struct``
 # encodes them in about half the time the memoryview path takes and decodes them in two thirds,
 # which every 8-byte collective step pays on both sides (docs/benchmarks.md, 2026-11-27 later).
-_TWO_HALVES = struct.Struct("=2I")
-_TWO_WORDS = struct.Struct("=4I")
+_TWO_HALVES: Final = struct.Struct("=2I")
+_TWO_WORDS: Final = struct.Struct("=4I")
 
 
 def words_for(nbytes: int) -> int:

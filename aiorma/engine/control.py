@@ -29,6 +29,7 @@ value. Sum-words count events that happen exactly once each (a hand-off, a drain
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 import attr
 
@@ -56,11 +57,11 @@ class AtomicOp(IdentityEnum):
     CAS = "cas"  # fetch only: replace by ``value`` if equal to ``compare``
 
 
-READER_BITS = 20  # LOCK_STATE: low bits count shared holders
-READER_MASK = (1 << READER_BITS) - 1
-FENCE_SHIFT = 32
-FENCE_MASK = (1 << FENCE_SHIFT) - 1
-MAX_RANKS = (1 << 16) - 2  # rank + 1 must fit the writer field of LOCK_STATE
+READER_BITS: Final = 20  # LOCK_STATE: low bits count shared holders
+READER_MASK: Final = (1 << READER_BITS) - 1
+FENCE_SHIFT: Final = 32
+FENCE_MASK: Final = (1 << FENCE_SHIFT) - 1
+MAX_RANKS: Final = (1 << 16) - 2  # rank + 1 must fit the writer field of LOCK_STATE
 
 
 def pack_fence(opened: int, finished: int) -> int:
@@ -72,7 +73,7 @@ def unpack_fence(word: int) -> tuple[int, int]:
     return word >> FENCE_SHIFT, word & FENCE_MASK
 
 
-_PER_PEER = len(Word)
+_PER_PEER: Final = len(Word)
 
 
 @attr.s(auto_attribs=True, eq=True, hash=True)

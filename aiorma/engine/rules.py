@@ -16,6 +16,8 @@ before the next is opened).  Read with :func:`aiorma.engine.activation.may_activ
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..win_info import Info
 from .identity_enum import IdentityEnum
 
@@ -36,11 +38,11 @@ class EpochState(IdentityEnum):
     COMPLETED = "completed"  # RMA done and closing notifications sent
 
 
-ACCESS_KINDS = frozenset({EpochKind.FENCE, EpochKind.START, EpochKind.LOCK, EpochKind.LOCK_ALL})
-PASSIVE_KINDS = frozenset({EpochKind.LOCK, EpochKind.LOCK_ALL})
+ACCESS_KINDS: Final = frozenset({EpochKind.FENCE, EpochKind.START, EpochKind.LOCK, EpochKind.LOCK_ALL})
+PASSIVE_KINDS: Final = frozenset({EpochKind.LOCK, EpochKind.LOCK_ALL})
 
 # Rules 18–19.
-NEVER_REORDERED = frozenset({EpochKind.FENCE, EpochKind.LOCK_ALL})
+NEVER_REORDERED: Final = frozenset({EpochKind.FENCE, EpochKind.LOCK_ALL})
 
 
 class ReorderFlag(IdentityEnum):
@@ -57,7 +59,7 @@ class ReorderFlag(IdentityEnum):
 
 # Rules 12–17: (immediately preceding epoch, epoch to activate) -> the flag that allows it.  No
 # pair names a fence or lock_all epoch (rules 18–19), so a pair not in the table has no flag.
-REORDER_FLAG: dict[tuple[EpochKind, EpochKind], ReorderFlag] = {
+REORDER_FLAG: Final[dict[tuple[EpochKind, EpochKind], ReorderFlag]] = {
     (EpochKind.START, EpochKind.START): ReorderFlag.ACCESS_AFTER_ACCESS,  # 12
     (EpochKind.LOCK, EpochKind.START): ReorderFlag.ACCESS_AFTER_ACCESS,  # 12
     (EpochKind.START, EpochKind.LOCK): ReorderFlag.ACCESS_AFTER_ACCESS,  # 13
@@ -75,14 +77,14 @@ class ExtraCondition(IdentityEnum):
     WINDOW_NOT_LOCKED = "no process holds a lock on the local window"  # 16a, 17a
 
 
-EXTRA_CONDITION: dict[EpochKind, ExtraCondition] = {
+EXTRA_CONDITION: Final[dict[EpochKind, ExtraCondition]] = {
     EpochKind.LOCK: ExtraCondition.LOCKED_RANK_NOT_A_TARGET,
     EpochKind.POST: ExtraCondition.WINDOW_NOT_LOCKED,
 }
 
 # Kinds that MPI lets be open at application level at the same time on one process.  Pairs not
 # listed here are refused at the call (for instance a second start before complete).
-MAY_OVERLAP = frozenset(
+MAY_OVERLAP: Final = frozenset(
     {
         (EpochKind.POST, EpochKind.START),
         (EpochKind.START, EpochKind.POST),

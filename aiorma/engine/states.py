@@ -41,7 +41,7 @@ another usage error, and change nothing.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from .identity_enum import IdentityEnum
 
@@ -107,14 +107,14 @@ def _by_step(table: dict[tuple[_Phase, _Step], _Phase]) -> dict[_Step, dict[_Pha
 # The same tables keyed step first, then phase: how the engine looks a step up, every step of
 # every epoch (two lookups of members hashed by identity; a (phase, step) key would be a tuple
 # built, hashed and compared element by element each time).
-EPOCH_STEPS = _by_step(EPOCH_TRANSITIONS)
-TARGET_STEPS = _by_step(TARGET_TRANSITIONS)
+EPOCH_STEPS: Final = _by_step(EPOCH_TRANSITIONS)
+TARGET_STEPS: Final = _by_step(TARGET_TRANSITIONS)
 
 #: Phases in which the epoch has been activated (the engine's view; :class:`.rules.EpochState`).
-ACTIVATED_PHASES = frozenset({EpochPhase.ACTIVE, EpochPhase.CLOSING})
+ACTIVATED_PHASES: Final = frozenset({EpochPhase.ACTIVE, EpochPhase.CLOSING})
 #: Phases in which the program has closed the epoch.
-CLOSED_PHASES = frozenset({EpochPhase.CLOSED_DEFERRED, EpochPhase.CLOSING, EpochPhase.COMPLETED})
+CLOSED_PHASES: Final = frozenset({EpochPhase.CLOSED_DEFERRED, EpochPhase.CLOSING, EpochPhase.COMPLETED})
 #: Target phases reached through a grant.
-GRANTED_PHASES = frozenset({TargetPhase.GRANTED, TargetPhase.CLOSED_OUT})
+GRANTED_PHASES: Final = frozenset({TargetPhase.GRANTED, TargetPhase.CLOSED_OUT})
 #: Target phases after the close-out.
-CLOSED_OUT_PHASES = frozenset({TargetPhase.DONE_EARLY, TargetPhase.CLOSED_OUT})
+CLOSED_OUT_PHASES: Final = frozenset({TargetPhase.DONE_EARLY, TargetPhase.CLOSED_OUT})

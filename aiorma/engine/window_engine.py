@@ -106,14 +106,14 @@ _WORD_GRANT: Final = Word.GRANT
 _Slot = tuple[EpochKind, int | None]
 
 
-_FENCE_SLOT: _Slot = (EpochKind.FENCE, None)
-_START_SLOT: _Slot = (EpochKind.START, None)
-_POST_SLOT: _Slot = (EpochKind.POST, None)
-_LOCK_ALL_SLOT: _Slot = (EpochKind.LOCK_ALL, None)
+_FENCE_SLOT: Final[_Slot] = (EpochKind.FENCE, None)
+_START_SLOT: Final[_Slot] = (EpochKind.START, None)
+_POST_SLOT: Final[_Slot] = (EpochKind.POST, None)
+_LOCK_ALL_SLOT: Final[_Slot] = (EpochKind.LOCK_ALL, None)
 
 
-_NO_OVERLAPS: frozenset[int] = frozenset()
-_epoch_id = operator.attrgetter("id")
+_NO_OVERLAPS: Final[frozenset[int]] = frozenset()
+_epoch_id: Final = operator.attrgetter("id")
 
 
 class WindowEngine(LockEngine):

@@ -33,7 +33,7 @@ Completion contract, relied on by the engine and the driver:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 import numpy as np
@@ -136,7 +136,7 @@ class Sink(Protocol):
 #: with 8- or 16-byte stores, where a longer one may be a ``rep movsb`` — byte-sized stores in
 #: any order, which a CI run caught tearing a word of a 64 KiB put on one node
 #: (docs/architecture.md, *One put per small message*).
-WHOLE_RUN = 2
+WHOLE_RUN: Final = 2
 
 
 class Endpoint(Protocol):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from mpi4py import MPI
@@ -26,9 +26,9 @@ from ..errors import TransportError
 from .base import map_transport_errors
 from .window_lifecycle import exclusive
 
-_DEPARTED = 2  # a word at or above this: a departure notice (0/1: polling/parked)
+_DEPARTED: Final = 2  # a word at or above this: a departure notice (0/1: polling/parked)
 _DEPARTURE_PATIENCE = 0.5  # seconds a leaving rank waits for its notices to land
-_REASON_BYTES = 256  # of a departing rank's exception, as UTF-8 text, in each peer's memory
+_REASON_BYTES: Final = 256  # of a departing rank's exception, as UTF-8 text, in each peer's memory
 
 
 def departure_notice(root: int | None) -> int:

@@ -69,24 +69,24 @@ _NEED_THREADS: Final = PollNeed.THREADS
 _NEED_REQUESTS: Final = PollNeed.REQUESTS
 _NEED_SERVING: Final = PollNeed.SERVING
 _NEED_IDLE: Final = PollNeed.IDLE
-_NETWORK_KINDS = frozenset((_PUT, _GET))
+_NETWORK_KINDS: Final = frozenset((_PUT, _GET))
 
 #: Puts up to this size into a peer's memory mapped here are word stores by this thread
 #: (``store_words``, ~0.3 µs for 8 bytes, where ``Rput`` and its ``Test`` take ~3 and the flush
 #: after them a ``Flush`` instead of a ``Win_sync``); larger ones stay MPI's ``Rput``, up to
 #: :data:`COPIED_PUT_BYTES`.
-STORED_PUT_BYTES = 16 << 10
+STORED_PUT_BYTES: Final = 16 << 10
 
 #: Puts from this size into a peer's memory mapped here are a copy by this thread: glibc's
 #: ``memcpy`` with non-temporal stores (:data:`~aiorma._core.memcopy.LONG_COPY`), MPI's own copy.
 #: Below it ``copy_bytes`` would be numpy's vector loop (immune to ``rep movsb``'s slow case but
 #: slower in cache than ``memcpy``: 32 puts of 32 KiB per lock epoch took 1.08 x the time).
-COPIED_PUT_BYTES = LONG_COPY
+COPIED_PUT_BYTES: Final = LONG_COPY
 
 #: How long after a notice towards another node its target is rung again when parked (every
 #: RERING_INTERVAL), and this rank keeps polling rather than parking: longer than a notice takes
 #: to arrive, so that a park the target began before it arrived ends.
-NOTICE_RERING = 10 * RERING_INTERVAL
+NOTICE_RERING: Final = 10 * RERING_INTERVAL
 
 
 def _writable(origin: np.ndarray) -> np.ndarray:
