@@ -15,14 +15,14 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..engine.control import AtomicOp
 from ..engine.engine_io import EngineIO
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
 from ..request import Request, finished_request, mark_retrieved
-from ..transport.base import Endpoint
+from ..transport.base import Endpoint, EndpointBase
 from .context import ProgressEntry, context
 from .settings import Settings
 from .waiter import Waiter
@@ -45,9 +45,9 @@ class _EngineIO(EngineIO):
 
     __slots__ = ("_driver", "_endpoint", "_win_id")
 
-    def __init__(self, driver: ProgressDriver, endpoint: Endpoint, win_id: int) -> None:
+    def __init__(self, driver: ProgressDriver, endpoint: EndpointBase, win_id: int) -> None:
         self._driver = driver
-        self._endpoint = endpoint
+        self._endpoint = endpoint  # (the compiled base: native calls to the MPI endpoint)
         self._win_id = win_id
 
     def issue(self, token: int, target: int, payload: Any) -> None:
@@ -164,7 +164,8 @@ class ProgressDriver:
 
     def engine_io(self, win_id: int) -> _EngineIO:
         """The I/O for the engine of window ``win_id`` (made before the engine, which takes it)."""
-        return _EngineIO(self, self.endpoint, win_id)
+        # Every endpoint derives from EndpointBase (the protocol is the whole contract, for typing).
+        return _EngineIO(self, cast(EndpointBase, self.endpoint), win_id)
 
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine

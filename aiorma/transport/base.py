@@ -37,6 +37,7 @@ from typing import Final, Protocol
 
 import attrs
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from ..constants import Op
 from ..engine.control import AtomicOp
@@ -137,6 +138,29 @@ class Sink(Protocol):
 #: any order, which a CI run caught tearing a word of a 64 KiB put on one node
 #: (docs/architecture.md, *One put per small message*).
 WHOLE_RUN: Final = 2
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
+class EndpointBase:
+    """The compiled base of every endpoint: the four calls an engine's steps make (through the
+    driver's :class:`~aiorma.engine.engine_io.EngineIO`), declared here so that compiled code calls
+    the MPI endpoint's natively — no generic method call, no boxed arguments, several per epoch —
+    where a :class:`Endpoint` protocol would be called through Python.  Contracts: the module
+    docstring and :class:`Endpoint`."""
+
+    def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
+        raise NotImplementedError
+
+    def flush(self, win_id: int, target: int, upto: int) -> bool:
+        raise NotImplementedError
+
+    def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
+        raise NotImplementedError
+
+    def control_fetch(
+        self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
+    ) -> int | None:
+        raise NotImplementedError
 
 
 class Endpoint(Protocol):

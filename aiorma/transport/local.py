@@ -29,7 +29,7 @@ from .._core.watch import poke_all
 from ..engine.control import AtomicOp, ControlLayout, Word
 from ..errors import RmaTypeError
 from ..ops import combine
-from .base import PollNeed, RmaKind, RmaOp, Sink, WindowLayout
+from .base import EndpointBase, PollNeed, RmaKind, RmaOp, Sink, WindowLayout
 
 
 @attrs.frozen
@@ -198,7 +198,7 @@ class LocalNetwork:
             self._schedule(src, dest)
 
 
-class LocalEndpoint:
+class LocalEndpoint(EndpointBase):
     """One rank of a :class:`LocalNetwork`."""
 
     def __init__(self, network: LocalNetwork, rank: int) -> None:

@@ -37,7 +37,16 @@ from ..._core.memcopy import LONG_COPY, copy_bytes
 from ..._core.settings import Settings
 from ...engine.control import AtomicOp
 from ...errors import PeerFailed, RmaFailure, TransportError
-from ..base import WHOLE_RUN, PollNeed, RmaKind, RmaOp, Sink, WindowLayout, map_transport_errors
+from ..base import (
+    WHOLE_RUN,
+    EndpointBase,
+    PollNeed,
+    RmaKind,
+    RmaOp,
+    Sink,
+    WindowLayout,
+    map_transport_errors,
+)
 from ..busy_progress import BusyProgress
 from ..in_flight import keep_until_exit
 from ..liveness import RingLiveness
@@ -96,7 +105,7 @@ def _writable(origin: np.ndarray) -> np.ndarray:
     return origin if origin.flags.writeable else origin.copy()
 
 
-class MpiEndpoint:
+class MpiEndpoint(EndpointBase):
     """An :class:`~aiorma.transport.base.Endpoint` over mpi4py.
 
     Construction duplicates ``comm`` twice and exchanges host names and doorbell addresses
