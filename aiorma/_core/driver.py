@@ -77,6 +77,9 @@ class ProgressDriver:
         if settings is None:
             settings = Settings.from_environment()
         self.endpoint = endpoint
+        # The same endpoint as its compiled base (every endpoint derives from it; the protocol is
+        # the whole contract, for typing): polled natively.
+        self._calls = cast(EndpointBase, endpoint)
         self.engines: dict[int, WindowEngine] = {}
         self.waiter = Waiter(endpoint, self.poll_turn, self.failed, ranks_on_node)
         self._futures: dict[int, tuple[asyncio.Future[Any], Any]] = {}  # by token_key()
@@ -164,8 +167,7 @@ class ProgressDriver:
 
     def engine_io(self, win_id: int) -> _EngineIO:
         """The I/O for the engine of window ``win_id`` (made before the engine, which takes it)."""
-        # Every endpoint derives from EndpointBase (the protocol is the whole contract, for typing).
-        return _EngineIO(self, cast(EndpointBase, self.endpoint), win_id)
+        return _EngineIO(self, self._calls, win_id)
 
     def add_engine(self, engine: WindowEngine) -> None:
         self.engines[engine.win_id] = engine
@@ -252,7 +254,7 @@ class ProgressDriver:
         """Poll the endpoint once and feed the engines what it found; True when it found
         anything (the waiter's activity, and the inline wait's turn)."""
         self._polled_at = _perf_counter()
-        active = self.endpoint.poll()
+        active = self._calls.poll()
         self.pump()
         return active
 

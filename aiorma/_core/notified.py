@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 import numpy as np
 
 from ..constants import SIGNAL_SET, Op, SignalOp
 from ..errors import EpochError, RmaTypeError, RmaUsageError, WindowFreedError
 from ..request import Request, finish_as, finished_request
-from ..transport.base import WHOLE_RUN, Endpoint, RmaKind, RmaOp
+from ..transport.base import WHOLE_RUN, Endpoint, EndpointBase, RmaKind, RmaOp
 from .watch import COMPARISONS, MemoryWatcher
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class NotifiedAccess:
         self._dtype = window.dtype
         self._counts = window.counts
         self._driver = driver
-        self._endpoint = endpoint
+        self._endpoint = cast(EndpointBase, endpoint)  # (every endpoint's compiled base: native calls)
         self._inline_allowed = inline
         self._check_open = check_open
         self._plain = plain

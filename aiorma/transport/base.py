@@ -142,11 +142,11 @@ WHOLE_RUN: Final = 2
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class EndpointBase:
-    """The compiled base of every endpoint: the four calls an engine's steps make (through the
-    driver's :class:`~aiorma.engine.engine_io.EngineIO`), declared here so that compiled code calls
-    the MPI endpoint's natively — no generic method call, no boxed arguments, several per epoch —
-    where a :class:`Endpoint` protocol would be called through Python.  Contracts: the module
-    docstring and :class:`Endpoint`."""
+    """The compiled base of every endpoint: the calls made at every epoch step (through the
+    driver's :class:`~aiorma.engine.engine_io.EngineIO`), every poll and every notice, declared
+    here so that compiled code calls the MPI endpoint's natively — no generic method call, no
+    boxed arguments — where a :class:`Endpoint` protocol would be called through Python.
+    Contracts: the module docstring and :class:`Endpoint`."""
 
     def issue(self, win_id: int, token: int, op: RmaOp) -> bool:
         raise NotImplementedError
@@ -160,6 +160,24 @@ class EndpointBase:
     def control_fetch(
         self, win_id: int, token: int, dest: int, index: int, op: AtomicOp, value: int, compare: int
     ) -> int | None:
+        raise NotImplementedError
+
+    def poll(self) -> bool:
+        raise NotImplementedError
+
+    def post_words(self, win_id: int, target: int, disp: int, words: np.ndarray | int) -> bool:
+        raise NotImplementedError
+
+    def put_word_flushed(self, win_id: int, target: int, disp: int, word: int) -> bool:
+        raise NotImplementedError
+
+    def put_words_flushed(self, win_id: int, target: int, disp: int, words: np.ndarray) -> bool:
+        raise NotImplementedError
+
+    def put_flushed(self, win_id: int, target: int, disp: int, data: np.ndarray) -> bool:
+        raise NotImplementedError
+
+    def stores_words_whole(self, target: int) -> bool:
         raise NotImplementedError
 
 
