@@ -577,8 +577,8 @@ class WindowEngine(LockEngine):
                 if not access.queued and (epoch.kind is _EPOCH_KIND_FENCE or epoch.kind is _EPOCH_KIND_START):
                     # The target's grant (its fence or post notice) is often in our memory
                     # already, unread: the driver looks once before this call returns, so that the
-                    # op is issued now rather than at the closing call (a 1 MiB put then overlaps
-                    # nothing; the closing call copies it).  Once per target and epoch: a lock
+                    # op is issued now rather than inside the closing call, after everything else
+                    # there (a 1 MiB put in a fence epoch was).  Once per target and epoch: a lock
                     # epoch's own rule polls for its hand-off (lock_words_awaited).
                     self.grant_look_wanted = True
                 access.queued.append((token, payload))
