@@ -14,11 +14,14 @@ import pytest
 
 from aiorma import _native
 from aiorma._core.memcopy import load_words
+from aiorma.constants import Op
 from aiorma.transport.mpi.cpu_atomics import (
     SEQ_CST,
+    Accumulator,
     Atomics,
     WordStores,
     load,
+    load_accumulator,
     load_compiled,
     load_library,
     load_word_stores,
@@ -202,3 +205,126 @@ def test_bench_atomics_mpi_tiny(tmp_path: Path) -> None:
     assert set(summary) == {"lock/put/unlock", "transaction"}
     for case in summary.values():
         assert case["ctypes"] > 0 and case["compiled"] > 0 and case["ratio"] > 0
+
+
+def _accumulator() -> Accumulator:
+    accumulate = load_accumulator()
+    if accumulate is None:
+        if _native.choose().compiled:
+            pytest.fail("the build is in use but left no compiled accumulate_words")
+        pytest.skip("no compiled accumulate_words here (accumulates stay MPI's)")
+    return accumulate
+
+
+_ACCUMULATE_DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "?", "m8[s]", "M8[s]"]
+
+
+def _values(dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Edges (zero, extremes, NaN, -0.0) and random values of ``dtype``."""
+    if dtype.kind == "b":
+        return rng.integers(0, 2, n).astype(dtype)
+    if dtype.kind == "f":
+        edges = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, np.finfo(dtype).max]
+        return np.concatenate([np.array(edges, dtype), rng.normal(0, 1e3, n - len(edges)).astype(dtype)])
+    info = np.iinfo(dtype if dtype.kind in "iu" else np.int64)
+    edges = np.array([0, 1, info.max, info.min, info.max - 1, -1 if info.min else 2], dtype=info.dtype)
+    spread = rng.integers(info.min, info.max, n - len(edges), dtype=info.dtype, endpoint=True)
+    return (
+        np.concatenate([edges, spread]).view(dtype) if dtype.kind in "mM" else np.concatenate([edges, spread])
+    )
+
+
+@pytest.mark.parametrize("name", _ACCUMULATE_DTYPES)
+def test_accumulate_words_computes_as_mpi_does(name: str) -> None:
+    """Every op a dtype takes in the accumulate family, element by element against the one table
+    of arithmetic (aiorma.ops.combine, what the local transport and MPI compute): the new
+    contents, the old values returned, the neighbours untouched; compare-and-swap on integers."""
+    from aiorma.ops import arithmetic_ops, combine
+    from aiorma.transport.mpi.cpu_atomics import COMPARE_AND_SWAP, element_type
+
+    accumulate = _accumulator()
+    dtype = np.dtype(name)
+    kind = element_type(dtype)
+    assert kind != 0, dtype
+    rng = np.random.default_rng(7)
+    n = 24
+    ops = sorted(arithmetic_ops(dtype) | {Op.REPLACE, Op.NO_OP})
+    if dtype.kind == "b":  # the accumulate family's own rule (ops.check_accumulate_dtype)
+        ops = [op for op in ops if op in {Op.LAND, Op.LOR, Op.LXOR, Op.REPLACE, Op.NO_OP}]
+    for op in ops:
+        memory = np.zeros(n + 2, dtype)
+        current = _values(dtype, rng, n)
+        operand = _values(dtype, rng, n)
+        memory[1:-1] = current
+        memory[0] = memory[-1] = operand[0]
+        before_edges = memory[[0, -1]].copy()
+        old = np.zeros(n, dtype)
+        origin = None if op is Op.NO_OP else operand
+        accumulate(memory[1:].ctypes.data, kind, op, origin, old, None)
+        expected = combine(op, current, operand)
+        assert memory[1:-1].tobytes() == expected.tobytes() or (
+            dtype.kind == "f" and np.array_equal(memory[1:-1], expected, equal_nan=True)
+        ), (op, current, operand, memory[1:-1], expected)
+        assert old.tobytes() == current.tobytes(), op
+        assert memory[[0, -1]].tobytes() == before_edges.tobytes(), op
+    if dtype.kind in "iub":
+        memory = _values(dtype, rng, n)
+        before = memory.copy()
+        compare = before.copy()
+        compare[::2] = ~compare[::2]  # half the elements differ: those stay
+        swap = _values(dtype, rng, n)
+        old = np.zeros(n, dtype)
+        accumulate(memory.ctypes.data, kind, COMPARE_AND_SWAP, swap, old, compare)
+        assert old.tobytes() == before.tobytes()
+        assert memory.tobytes() == np.where(compare == before, swap, before).tobytes()
+
+
+def test_accumulate_words_refuses_what_it_cannot_do() -> None:
+    from aiorma.transport.mpi.cpu_atomics import COMPARE_AND_SWAP, element_type
+
+    accumulate = _accumulator()
+    words = np.zeros(4, np.float64)
+    f8, i8 = element_type(np.dtype("f8")), element_type(np.dtype("i8"))
+    one = np.ones(1)
+    with pytest.raises(ValueError, match="no op"):
+        accumulate(words.ctypes.data, f8, Op.BAND, one, None, None)  # no bitwise ops on floats
+    with pytest.raises(ValueError, match="no op"):
+        accumulate(words.ctypes.data, f8, COMPARE_AND_SWAP, one, None, one)
+    with pytest.raises(ValueError, match="aligned"):
+        accumulate(words.ctypes.data + 4, i8, Op.SUM, np.ones(1, np.int64), None, None)
+    with pytest.raises(ValueError, match="buffers"):
+        accumulate(words.ctypes.data, i8, Op.SUM, None, None, None)  # SUM needs an operand
+    with pytest.raises(ValueError, match="buffers"):
+        accumulate(words.ctypes.data, i8, Op.SUM, np.ones(2, np.int64), np.zeros(1, np.int64), None)
+    assert words.tolist() == [0.0] * 4
+    for dtype in ("c16", "f2", ">i8", "U2", [("a", "i4"), ("b", "f4")]):
+        assert element_type(np.dtype(dtype)) == 0, dtype
+
+
+def _float_adds_in_child(memory: mmap.mmap, adds: int) -> None:
+    from aiorma.transport.mpi.cpu_atomics import element_type
+
+    accumulate = load_accumulator()
+    assert accumulate is not None
+    address = np.frombuffer(memory, np.float64).ctypes.data + 8
+    one = np.ones(1)
+    for _ in range(adds):
+        accumulate(address, element_type(np.dtype("f8")), Op.SUM, one, None, None)
+
+
+@pytest.mark.timeout(120)
+def test_processes_racing_float_sums_lose_no_update() -> None:
+    """A float SUM is a compare-and-swap loop on the element's bits: processes racing on one
+    element of shared memory lose no addition."""
+    _accumulator()
+    memory = mmap.mmap(-1, 64)
+    adds, processes = 20000, 2
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_float_adds_in_child, args=(memory, adds)) for _ in range(processes)]
+    for child in children:
+        child.start()
+    _float_adds_in_child(memory, adds)
+    for child in children:
+        child.join(100)
+        assert child.exitcode == 0
+    assert np.frombuffer(memory, np.float64)[1] == adds * (processes + 1)

@@ -8,6 +8,8 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
+from aiorma.transport.mpi.cpu_atomics import load_accumulator
+
 from .mpi_harness import run_mpi_json, run_smoke
 
 
@@ -50,6 +52,36 @@ def test_control_atomics_lose_no_update(nprocs: int, inline: bool, emulate_nodes
         assert report["cpu_atomics"] is cpu, report
         mpi_atomics = {"Fetch_and_op", "Compare_and_swap", "Rget_accumulate"} & set(report["calls"])
         assert bool(mpi_atomics) is not cpu, report
+
+
+DATA_ATOMICS = Path(__file__).parent / "mpi_scripts" / "data_atomics.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("nprocs", "inline", "emulate_nodes"), [(2, True, 0), (4, True, 0), (3, False, 0), (3, True, 2)]
+)
+def test_data_atomics_lose_no_update(nprocs: int, inline: bool, emulate_nodes: int) -> None:
+    """Every rank hammers elements of rank 0's windows at once with the accumulate family
+    (fetch-and-op SUM on int64, accumulate SUM on float64, compare-and-swap loops on int32,
+    get_accumulate MAX on uint16, BXOR on uint8): the totals are exact and every fetched count is
+    seen once.  On one node, with the compiled atomics and every rank's memory mapped (MPICH maps
+    it), the CPU's instructions serve every element type but complex — no MPI accumulate is called
+    on those windows; with AIORMA_INLINE=0, between nodes, or without the build, MPI's serve them
+    all."""
+    env = None if inline else {"AIORMA_INLINE": "0"}
+    reports = run_mpi_json(DATA_ATOMICS, nprocs, timeout=180, emulate_nodes=emulate_nodes, env=env)
+    root = reports[0]
+    assert root["final"] == root["expected"] and root["adds_all"], root
+    assert root["complex_sum"] == [nprocs, 0.0], root
+    compiled = load_accumulator() is not None
+    for report in reports:
+        assert report["mapped"] is (not emulate_nodes) or not report["maps_memory"], report
+        cpu = inline and compiled and report["mapped"]
+        assert report["cpu"] == {name: cpu and name != "c16" for name in report["cpu"]}, report
+        for name, calls in report["calls"].items():
+            mpi_atomics = {"Raccumulate", "Rget_accumulate", "Compare_and_swap", "Fetch_and_op"} & set(calls)
+            assert bool(mpi_atomics) is not report["cpu"][name], report
 
 
 PUT_TORN_WORDS = Path(__file__).parent / "mpi_scripts" / "put_torn_words.py"

@@ -160,6 +160,208 @@ store_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* accumulate_words(address, type, op, origin, result, compare): MPI's accumulate family on the
+ * elements at ``address`` (another process's window memory, mapped here), each element by the
+ * CPU's own atomic instruction — a locked add, exchange, and, or, xor, or a compare-and-swap loop
+ * around the op's arithmetic.  MPI promises an accumulate atomic per element, which is what this
+ * gives; the transport takes this path only for a window where every rank agreed to, so that no
+ * element ever sees both this and MPI's own accumulate (MPICH applies its under a mutex, which a
+ * locked instruction does not take).
+ *
+ * ``type``: one of the TYPE_* codes below (cpu_atomics.ELEMENT_TYPES names them by numpy dtype);
+ * ``op``: aiorma.Op's value (SUM 1 ... NO_OP 12), or 0 for compare-and-swap; ``origin``: the
+ * operand (a buffer; None for NO_OP), ``result``: where the old values go (a writable buffer, or
+ * None), ``compare``: compare-and-swap's expected value (a buffer, else None).  The element count
+ * is the length of origin, else of result.  Arithmetic as MPI libraries do it in C: integers wrap;
+ * MIN (MAX) keeps the target's value only when it is strictly smaller (larger) than the operand;
+ * the logical ops give 0 or 1.  The operands may be unaligned (copied in and out by memcpy); the
+ * target must be aligned to the element's size (checked). */
+enum { OP_CAS = 0, OP_SUM = 1, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR, OP_LAND,
+       OP_LOR, OP_LXOR, OP_REPLACE, OP_NO_OP };
+enum { TYPE_I8 = 1, TYPE_I16, TYPE_I32, TYPE_I64, TYPE_U8, TYPE_U16, TYPE_U32, TYPE_U64,
+       TYPE_F32, TYPE_F64 };
+
+#define SEQ __ATOMIC_SEQ_CST
+
+/* One integer element: the old value.  UT is the unsigned type of the same width, for
+ * wrapping arithmetic without signed overflow. */
+#define INTEGER_ELEMENT(NAME, T, UT)                                                         \
+    static T NAME(T *word, T operand, T expected, int op)                                   \
+    {                                                                                        \
+        T old, new_value;                                                                    \
+        switch (op) {                                                                        \
+        case OP_NO_OP: return __atomic_load_n(word, SEQ);                                     \
+        case OP_REPLACE: return __atomic_exchange_n(word, operand, SEQ);                      \
+        case OP_SUM: return (T)__atomic_fetch_add((UT *)word, (UT)operand, SEQ);              \
+        case OP_BAND: return __atomic_fetch_and(word, operand, SEQ);                          \
+        case OP_BOR: return __atomic_fetch_or(word, operand, SEQ);                            \
+        case OP_BXOR: return __atomic_fetch_xor(word, operand, SEQ);                          \
+        case OP_CAS:                                                                         \
+            __atomic_compare_exchange_n(word, &expected, operand, 0, SEQ, SEQ);               \
+            return expected;                                                                 \
+        }                                                                                    \
+        old = __atomic_load_n(word, __ATOMIC_RELAXED);                                        \
+        do {                                                                                 \
+            switch (op) {                                                                    \
+            case OP_PROD: new_value = (T)((UT)old * (UT)operand); break;                     \
+            case OP_MIN: new_value = old < operand ? old : operand; break;                   \
+            case OP_MAX: new_value = old > operand ? old : operand; break;                   \
+            case OP_LAND: new_value = (T)(old && operand); break;                            \
+            case OP_LOR: new_value = (T)(old || operand); break;                             \
+            default: new_value = (T)(!old != !operand); break; /* OP_LXOR */                 \
+            }                                                                                \
+        } while (!__atomic_compare_exchange_n(word, &old, new_value, 1, SEQ, SEQ));          \
+        return old;                                                                          \
+    }
+
+INTEGER_ELEMENT(element_i8, int8_t, uint8_t)
+INTEGER_ELEMENT(element_i16, int16_t, uint16_t)
+INTEGER_ELEMENT(element_i32, int32_t, uint32_t)
+INTEGER_ELEMENT(element_i64, int64_t, uint64_t)
+INTEGER_ELEMENT(element_u8, uint8_t, uint8_t)
+INTEGER_ELEMENT(element_u16, uint16_t, uint16_t)
+INTEGER_ELEMENT(element_u32, uint32_t, uint32_t)
+INTEGER_ELEMENT(element_u64, uint64_t, uint64_t)
+
+/* One floating-point element, on its bits (BITS, the unsigned integer of the same width): a
+ * load, an exchange, or a compare-and-swap loop around the arithmetic. */
+#define FLOAT_ELEMENT(NAME, T, BITS)                                                         \
+    static T NAME(T *element, T operand, int op)                                            \
+    {                                                                                        \
+        BITS *word = (BITS *)element, old_bits, new_bits;                                    \
+        T old, new_value;                                                                    \
+        if (op == OP_NO_OP || op == OP_REPLACE) {                                            \
+            memcpy(&new_bits, &operand, sizeof new_bits);                                    \
+            old_bits = op == OP_NO_OP ? __atomic_load_n(word, SEQ)                            \
+                                      : __atomic_exchange_n(word, new_bits, SEQ);             \
+            memcpy(&old, &old_bits, sizeof old);                                             \
+            return old;                                                                      \
+        }                                                                                    \
+        old_bits = __atomic_load_n(word, __ATOMIC_RELAXED);                                   \
+        do {                                                                                 \
+            memcpy(&old, &old_bits, sizeof old);                                             \
+            switch (op) {                                                                    \
+            case OP_SUM: new_value = old + operand; break;                                   \
+            case OP_PROD: new_value = old * operand; break;                                  \
+            case OP_MIN: new_value = old < operand ? old : operand; break;                   \
+            default: new_value = old > operand ? old : operand; break; /* OP_MAX */          \
+            }                                                                                \
+            memcpy(&new_bits, &new_value, sizeof new_bits);                                  \
+        } while (!__atomic_compare_exchange_n(word, &old_bits, new_bits, 1, SEQ, SEQ));      \
+        return old;                                                                          \
+    }
+
+FLOAT_ELEMENT(element_f32, float, uint32_t)
+FLOAT_ELEMENT(element_f64, double, uint64_t)
+
+/* Every element of one type: operands and results through memcpy (they may be unaligned). */
+#define INTEGER_LOOP(T, ELEMENT)                                                             \
+    for (Py_ssize_t i = 0; i < count; i++) {                                                 \
+        T operand = 0, expected = 0, old;                                                    \
+        if (in) memcpy(&operand, in + i * sizeof(T), sizeof(T));                             \
+        if (cmp) memcpy(&expected, cmp + i * sizeof(T), sizeof(T));                          \
+        old = ELEMENT((T *)target + i, operand, expected, op);                               \
+        if (out) memcpy(out + i * sizeof(T), &old, sizeof(T));                               \
+    }                                                                                        \
+    break;
+#define FLOAT_LOOP(T, ELEMENT)                                                               \
+    for (Py_ssize_t i = 0; i < count; i++) {                                                 \
+        T operand = 0, old;                                                                  \
+        if (in) memcpy(&operand, in + i * sizeof(T), sizeof(T));                             \
+        old = ELEMENT((T *)target + i, operand, op);                                         \
+        if (out) memcpy(out + i * sizeof(T), &old, sizeof(T));                               \
+    }                                                                                        \
+    break;
+
+static const Py_ssize_t type_sizes[] = {0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+
+static int
+optional_buffer(PyObject *arg, Py_buffer *view, int flags)
+{
+    if (arg == Py_None) {
+        view->obj = NULL;
+        view->buf = NULL;
+        view->len = 0;
+        return 0;
+    }
+    return PyObject_GetBuffer(arg, view, flags | PyBUF_C_CONTIGUOUS);
+}
+
+static void
+release(Py_buffer *view)
+{
+    if (view->obj != NULL)
+        PyBuffer_Release(view);
+}
+
+static PyObject *
+accumulate_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "accumulate_words() takes (address, type, op, origin, result, compare)");
+        return NULL;
+    }
+    void *address = PyLong_AsVoidPtr(args[0]);
+    if (address == NULL && PyErr_Occurred())
+        return NULL;
+    long type = PyLong_AsLong(args[1]), op = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (type < TYPE_I8 || type > TYPE_F64 || op < OP_CAS || op > OP_NO_OP
+        || (type >= TYPE_F32 && op >= OP_BAND && op <= OP_LXOR) || (type >= TYPE_F32 && op == OP_CAS)) {
+        PyErr_Format(PyExc_ValueError, "accumulate_words(): no op %ld on element type %ld", op, type);
+        return NULL;
+    }
+    Py_ssize_t size = type_sizes[type];
+    if (address == NULL || ((uintptr_t)address % (uintptr_t)size) != 0) {
+        PyErr_SetString(PyExc_ValueError, "accumulate_words(): the target must be aligned to its elements");
+        return NULL;
+    }
+    Py_buffer origin, result, compare;
+    if (optional_buffer(args[3], &origin, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (optional_buffer(args[4], &result, PyBUF_WRITABLE) < 0) {
+        release(&origin);
+        return NULL;
+    }
+    if (optional_buffer(args[5], &compare, PyBUF_SIMPLE) < 0) {
+        release(&origin);
+        release(&result);
+        return NULL;
+    }
+    Py_ssize_t length = origin.obj != NULL ? origin.len : result.len;
+    Py_ssize_t count = length / size;
+    if (length % size != 0 || (origin.obj == NULL && op != OP_NO_OP)
+        || (result.obj != NULL && result.len != length) || (compare.obj == NULL) != (op != OP_CAS)
+        || (compare.obj != NULL && compare.len != length)) {
+        PyErr_SetString(PyExc_ValueError, "accumulate_words(): the buffers do not match the op");
+        release(&origin);
+        release(&result);
+        release(&compare);
+        return NULL;
+    }
+    char *target = (char *)address;
+    const char *in = (const char *)origin.buf, *cmp = (const char *)compare.buf;
+    char *out = (char *)result.buf;
+    switch (type) {
+    case TYPE_I8: INTEGER_LOOP(int8_t, element_i8)
+    case TYPE_I16: INTEGER_LOOP(int16_t, element_i16)
+    case TYPE_I32: INTEGER_LOOP(int32_t, element_i32)
+    case TYPE_I64: INTEGER_LOOP(int64_t, element_i64)
+    case TYPE_U8: INTEGER_LOOP(uint8_t, element_u8)
+    case TYPE_U16: INTEGER_LOOP(uint16_t, element_u16)
+    case TYPE_U32: INTEGER_LOOP(uint32_t, element_u32)
+    case TYPE_U64: INTEGER_LOOP(uint64_t, element_u64)
+    case TYPE_F32: FLOAT_LOOP(float, element_f32)
+    default: FLOAT_LOOP(double, element_f64)
+    }
+    release(&origin);
+    release(&result);
+    release(&compare);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"exchange", (PyCFunction)(void (*)(void))exchange, METH_FASTCALL,
      "exchange(address, value, order=5): store value; the old value."},
@@ -173,6 +375,9 @@ static PyMethodDef methods[] = {
     {"store_words", (PyCFunction)(void (*)(void))store_words, METH_FASTCALL,
      "store_words(destination, offset, source): the bytes of source into destination from byte "
      "offset on, each aligned 8-byte word by one store."},
+    {"accumulate_words", (PyCFunction)(void (*)(void))accumulate_words, METH_FASTCALL,
+     "accumulate_words(address, type, op, origin, result, compare): MPI's accumulate family on "
+     "the elements at address, each by an atomic instruction; old values into result."},
     {NULL, NULL, 0, NULL},
 };
 

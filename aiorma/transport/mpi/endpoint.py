@@ -52,7 +52,15 @@ from ..in_flight import keep_until_exit
 from ..liveness import RingLiveness
 from ..presence import PresenceBoard
 from ..window_lifecycle import agree_key, exclusive
-from .cpu_atomics import SEQ_CST, Atomics, WordStores, load_word_stores
+from .cpu_atomics import (
+    COMPARE_AND_SWAP,
+    SEQ_CST,
+    Accumulator,
+    Atomics,
+    WordStores,
+    load_accumulator,
+    load_word_stores,
+)
 from .cpu_atomics import load as load_cpu_atomics
 from .cross_memory import ReadFailed
 from .cross_memory import probe as probe_cross_memory
@@ -74,6 +82,7 @@ _ATOMIC_SUM: Final = AtomicOp.SUM
 _ATOMIC_REPLACE: Final = AtomicOp.REPLACE
 _ATOMIC_NO_OP: Final = AtomicOp.NO_OP
 _ATOMIC_CAS: Final = AtomicOp.CAS
+_CAS_CODE: Final = COMPARE_AND_SWAP
 _NEED_THREADS: Final = PollNeed.THREADS
 _NEED_REQUESTS: Final = PollNeed.REQUESTS
 _NEED_SERVING: Final = PollNeed.SERVING
@@ -150,6 +159,10 @@ class MpiEndpoint(EndpointBase):
         self._passive_puts = settings.inline
         # Small puts into a peer's memory mapped here as word stores (off with AIORMA_INLINE=0).
         self._store_words: WordStores | None = load_word_stores() if settings.inline else None
+        # The accumulate family as the CPU's atomics on elements mapped here, for windows whose
+        # ranks all agree to (aiorma.transport.mpi.windows.open_window); only where the control
+        # words' atomics are the CPU's (every rank on this node).
+        self._accumulate_words: Accumulator | None = load_accumulator() if self._atomics is not None else None
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
@@ -250,6 +263,7 @@ class MpiEndpoint(EndpointBase):
             return open_window(
                 self._win_comm, self._lifecycle_key, win_id, memory, count, dtype, control_words, notify,
                 cpu_atomics=self._atomics is not None,
+                accumulate_words=self._accumulate_words is not None,
             )  # fmt: skip
 
         window, counts = await self._workers.collective(create)
@@ -305,6 +319,21 @@ class MpiEndpoint(EndpointBase):
         window = self._windows[win_id]
         target = op.target
         kind = op.kind
+        addresses = window.data_addresses
+        if addresses is not None and kind is not _PUT and kind is not _GET:
+            # Every rank's accumulates into this window are the CPU's atomics on its elements,
+            # mapped here (open_window agreed it): complete on return, nothing of MPI's in flight.
+            accumulate_words = self._accumulate_words
+            assert accumulate_words is not None
+            accumulate_words(
+                addresses[target] + op.disp * window.element_size,
+                window.element_type,
+                _CAS_CODE if kind is _COMPARE_AND_SWAP else op.op,
+                op.origin,
+                op.result,
+                op.compare,
+            )
+            return True
         if window.allocated and self._passive[target] and kind is not _COMPARE_AND_SWAP:
             memory = window.shared[target]
             if memory is not None:

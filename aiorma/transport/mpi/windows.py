@@ -12,6 +12,7 @@ from mpi4py import MPI
 from ...errors import RmaTypeError
 from ..base import map_transport_errors
 from ..window_lifecycle import exclusive
+from .cpu_atomics import element_type
 from .datatypes import mpi_datatype
 
 
@@ -38,6 +39,12 @@ class MpiWindow:
     #: The address of each rank's control region here, when every control atomic of this window
     #: is the CPU's own (:mod:`~aiorma.transport.mpi.cpu_atomics`), else None.
     control_addresses: list[int] | None
+    #: The address of each rank's data memory here, when every accumulate, fetch-and-op and
+    #: compare-and-swap into this window is the CPU's own atomics on its elements (``_cpu_atomics.c``'s
+    #: ``accumulate_words``, of element type :attr:`element_type`), else None.
+    data_addresses: list[int] | None = None
+    element_type: int = 0
+    element_size: int = 0  # bytes
 
     def unlock(self) -> None:
         """Close both windows' ``Lock_all`` epochs (completing this rank's operations in them)."""
@@ -82,13 +89,16 @@ def open_window(
     control_words: int,
     notify: bool,
     cpu_atomics: bool = False,
+    accumulate_words: bool = False,
 ) -> tuple[MpiWindow, tuple[int, ...]]:
     """Collective over ``comm`` and blocking: expose ``memory`` (``Win.Create``) or allocate
     ``count`` zeroed elements (``Win.Allocate``, ``memory is None``), allocate the control region,
     and open both windows' ``Lock_all`` epochs.  Returns the window and every rank's count.
     ``key``: the endpoint's :func:`~aiorma.transport.window_lifecycle.agree_key`.  With
     ``cpu_atomics`` (the same on every rank), the window's control atomics are the CPU's when every
-    rank mapped every rank's control region (agreed here).
+    rank mapped every rank's control region (agreed here); with ``accumulate_words`` as well (the
+    same on every rank), its data atomics too — the accumulate family on elements of a type the
+    CPU's instructions handle, when every rank mapped every rank's allocated memory, aligned.
 
     Raises :class:`RmaTypeError` on every rank when the ranks' dtypes differ.
     """
@@ -128,16 +138,23 @@ def open_window(
     counts = tuple(c for c, _ in peers)
     shared = shared_memory(win, dtype, counts) if memory is None and not owned else [None] * len(counts)
     shared_control = shared_memory(ctrl, control.dtype, (control_words,) * len(counts))
-    addresses = None
+    addresses = data_addresses = None
+    kind = element_type(dtype) if accumulate_words else 0
     if cpu_atomics:
         # Every rank or none: a word must never see both an MPI atomic and a CPU one.
         mapped = [words.ctypes.data for words in shared_control if words is not None]
+        data = [view.ctypes.data for view in shared if view is not None]
+        data_ok = kind != 0 and len(data) == len(counts) and all(a % dtype.itemsize == 0 for a in data)
         with map_transport_errors("create_window: agree on atomics"):
-            if comm.allreduce(len(mapped) == len(counts), op=MPI.LAND):
-                addresses = mapped
+            agreed = comm.allreduce((len(mapped) == len(counts)) | data_ok << 1, op=MPI.BAND)
+        if agreed & 1:
+            addresses = mapped
+            if agreed & 2:
+                data_addresses = data
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
         ctrl, control, control.tobytes(), notify, shared, shared_control, addresses,
+        data_addresses, kind if data_addresses is not None else 0, dtype.itemsize,
     )  # fmt: skip
     return window, counts
 
