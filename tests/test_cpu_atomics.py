@@ -247,6 +247,7 @@ def test_accumulate_words_computes_as_mpi_does(name: str) -> None:
     kind = element_type(dtype)
     assert kind != 0, dtype
     rng = np.random.default_rng(7)
+    gate, gate_address = _word()
     n = 24
     ops = sorted(arithmetic_ops(dtype) | {Op.REPLACE, Op.NO_OP})
     if dtype.kind == "b":  # the accumulate family's own rule (ops.check_accumulate_dtype)
@@ -260,13 +261,14 @@ def test_accumulate_words_computes_as_mpi_does(name: str) -> None:
         before_edges = memory[[0, -1]].copy()
         old = np.zeros(n, dtype)
         origin = None if op is Op.NO_OP else operand
-        accumulate(memory[1:].ctypes.data, kind, op, origin, old, None)
+        accumulate(memory[1:].ctypes.data, kind, op, origin, old, None, gate_address)
         expected = combine(op, current, operand)
         assert memory[1:-1].tobytes() == expected.tobytes() or (
             dtype.kind == "f" and np.array_equal(memory[1:-1], expected, equal_nan=True)
         ), (op, current, operand, memory[1:-1], expected)
         assert old.tobytes() == current.tobytes(), op
         assert memory[[0, -1]].tobytes() == before_edges.tobytes(), op
+        assert gate.tolist() == [0, 0, 0, 0], op  # released
     if dtype.kind in "iub":
         memory = _values(dtype, rng, n)
         before = memory.copy()
@@ -274,7 +276,7 @@ def test_accumulate_words_computes_as_mpi_does(name: str) -> None:
         compare[::2] = ~compare[::2]  # half the elements differ: those stay
         swap = _values(dtype, rng, n)
         old = np.zeros(n, dtype)
-        accumulate(memory.ctypes.data, kind, COMPARE_AND_SWAP, swap, old, compare)
+        accumulate(memory.ctypes.data, kind, COMPARE_AND_SWAP, swap, old, compare, gate_address)
         assert old.tobytes() == before.tobytes()
         assert memory.tobytes() == np.where(compare == before, swap, before).tobytes()
 
@@ -283,48 +285,76 @@ def test_accumulate_words_refuses_what_it_cannot_do() -> None:
     from aiorma.transport.mpi.cpu_atomics import COMPARE_AND_SWAP, element_type
 
     accumulate = _accumulator()
+    gate, gate_address = _word()
     words = np.zeros(4, np.float64)
     f8, i8 = element_type(np.dtype("f8")), element_type(np.dtype("i8"))
     one = np.ones(1)
     with pytest.raises(ValueError, match="no op"):
-        accumulate(words.ctypes.data, f8, Op.BAND, one, None, None)  # no bitwise ops on floats
+        accumulate(words.ctypes.data, f8, Op.BAND, one, None, None, gate_address)  # no bitwise ops on floats
     with pytest.raises(ValueError, match="no op"):
-        accumulate(words.ctypes.data, f8, COMPARE_AND_SWAP, one, None, one)
+        accumulate(words.ctypes.data, f8, COMPARE_AND_SWAP, one, None, one, gate_address)
     with pytest.raises(ValueError, match="aligned"):
-        accumulate(words.ctypes.data + 4, i8, Op.SUM, np.ones(1, np.int64), None, None)
+        accumulate(words.ctypes.data + 4, i8, Op.SUM, np.ones(1, np.int64), None, None, gate_address)
     with pytest.raises(ValueError, match="buffers"):
-        accumulate(words.ctypes.data, i8, Op.SUM, None, None, None)  # SUM needs an operand
+        accumulate(words.ctypes.data, i8, Op.SUM, None, None, None, gate_address)  # SUM needs an operand
     with pytest.raises(ValueError, match="buffers"):
-        accumulate(words.ctypes.data, i8, Op.SUM, np.ones(2, np.int64), np.zeros(1, np.int64), None)
-    assert words.tolist() == [0.0] * 4
+        two, one_old = np.ones(2, np.int64), np.zeros(1, np.int64)
+        accumulate(words.ctypes.data, i8, Op.SUM, two, one_old, None, gate_address)
+    assert words.tolist() == [0.0] * 4 and gate.tolist() == [0, 0, 0, 0]
     for dtype in ("c16", "f2", ">i8", "U2", [("a", "i4"), ("b", "f4")]):
         assert element_type(np.dtype(dtype)) == 0, dtype
 
 
-def _float_adds_in_child(memory: mmap.mmap, adds: int) -> None:
+def test_a_held_gate_is_waited_for_without_the_interpreter() -> None:
+    """Another rank holds the target's gate (inside its accumulate): the call waits, letting the
+    interpreter go, and applies its op once the gate opens — here opened by a thread of this
+    process, which could not run if the wait held the interpreter."""
+    from aiorma.transport.mpi.cpu_atomics import element_type
+
+    accumulate = _accumulator()
+    gate, gate_address = _word()
+    words = np.zeros(2, np.int64)
+    gate[1] = 1  # held
+    opener = threading.Timer(0.05, gate.__setitem__, (1, 0))
+    opener.start()
+    old = np.zeros(2, np.int64)
+    i8 = element_type(np.dtype("i8"))
+    accumulate(words.ctypes.data, i8, Op.SUM, np.array([3, 4]), old, None, gate_address)
+    opener.join()
+    assert words.tolist() == [3, 4] and old.tolist() == [0, 0] and gate[1] == 0
+
+
+def _adds_in_child(memory: mmap.mmap, adds: int) -> None:
+    """Add 1.0 to element 1 and 1 to elements 2-5 (a run of four), ``adds`` times each; word 0
+    is the gate."""
     from aiorma.transport.mpi.cpu_atomics import element_type
 
     accumulate = load_accumulator()
     assert accumulate is not None
-    address = np.frombuffer(memory, np.float64).ctypes.data + 8
-    one = np.ones(1)
+    gate = np.frombuffer(memory, np.int64).ctypes.data
+    base = np.frombuffer(memory, np.float64).ctypes.data
+    one, ones = np.ones(1), np.ones(4, np.int64)
+    f8, i8 = element_type(np.dtype("f8")), element_type(np.dtype("i8"))
     for _ in range(adds):
-        accumulate(address, element_type(np.dtype("f8")), Op.SUM, one, None, None)
+        accumulate(base + 8, f8, Op.SUM, one, None, None, gate)
+        accumulate(base + 16, i8, Op.SUM, ones, None, None, gate)
 
 
 @pytest.mark.timeout(120)
-def test_processes_racing_float_sums_lose_no_update() -> None:
-    """A float SUM is a compare-and-swap loop on the element's bits: processes racing on one
-    element of shared memory lose no addition."""
+def test_processes_racing_accumulates_lose_no_update() -> None:
+    """Processes racing on the same elements of shared memory under one gate, as ranks do on a
+    window's: no addition lost, floats (read, add, write) as integers, and the gate released."""
     _accumulator()
     memory = mmap.mmap(-1, 64)
     adds, processes = 20000, 2
     context = multiprocessing.get_context("fork")
-    children = [context.Process(target=_float_adds_in_child, args=(memory, adds)) for _ in range(processes)]
+    children = [context.Process(target=_adds_in_child, args=(memory, adds)) for _ in range(processes)]
     for child in children:
         child.start()
-    _float_adds_in_child(memory, adds)
+    _adds_in_child(memory, adds)
     for child in children:
         child.join(100)
         assert child.exitcode == 0
-    assert np.frombuffer(memory, np.float64)[1] == adds * (processes + 1)
+    total = adds * (processes + 1)
+    assert np.frombuffer(memory, np.float64)[1] == total
+    assert np.frombuffer(memory, np.int64)[[0, 2, 3, 4, 5]].tolist() == [0, total, total, total, total]

@@ -66,9 +66,9 @@ def test_data_atomics_lose_no_update(nprocs: int, inline: bool, emulate_nodes: i
     (fetch-and-op SUM on int64, accumulate SUM on float64, compare-and-swap loops on int32,
     get_accumulate MAX on uint16, BXOR on uint8): the totals are exact and every fetched count is
     seen once.  On one node, with the compiled atomics and every rank's memory mapped (MPICH maps
-    it), the CPU's instructions serve every element type but complex — no MPI accumulate is called
-    on those windows; with AIORMA_INLINE=0, between nodes, or without the build, MPI's serve them
-    all."""
+    it), the transport's own loop under the target's gate serves every element type but complex —
+    no MPI accumulate is called on those windows; with AIORMA_INLINE=0, between nodes, or without
+    the build, MPI's serve them all."""
     env = None if inline else {"AIORMA_INLINE": "0"}
     reports = run_mpi_json(DATA_ATOMICS, nprocs, timeout=180, emulate_nodes=emulate_nodes, env=env)
     root = reports[0]

@@ -2,10 +2,11 @@
 
 Every rank, concurrently, on rank 0's memory: fetch-and-op SUM on an int64 element ``ADDS`` times
 (the old values it sees must be distinct across ranks), accumulate SUM of 1.0 into a float64
-element (a compare-and-swap loop on its bits), compare-and-swap loops raising an int32 element by
+element, compare-and-swap loops raising an int32 element by
 one, get_accumulate MAX into a uint16 element, and BXOR of its own bit into a uint8 element twice
 (back to zero).  After a barrier rank 0 checks the totals.  Also reports which served the data
-window's atomics — MPI's calls recorded on the data window, or none: the CPU's own — for the test
+window's accumulates — MPI's calls recorded on the data window, or none: the transport's own loop
+under the target's gate — for the test
 to compare with what the endpoint should have chosen.
 
 Run by tests/test_transport_mpi.py as ``mpiexec -n N python data_atomics.py``; each rank writes its

@@ -20,15 +20,15 @@ rank of the connection is on this node and found the library (agreed collectivel
 control word of a window whose regions every rank mapped — and then no MPI atomic touches a control
 word at all.
 
-The compiled form does the same for a window's data (``accumulate_words``): the accumulate family —
-accumulate, get_accumulate, fetch_and_op, compare_and_swap — applied element by element, each
-element by one locked instruction or a compare-and-swap loop around the op's arithmetic.  MPI
-promises these atomic per element, and nothing more; one locked instruction per element keeps that
-promise.  MPICH's own accumulate into shared memory takes the window's mutex, runs the op's loop
-and returns, behind the RMA call's bookkeeping: 5-6 µs inside a transaction's call where the
-instructions cost well under one.  The same rule holds: a window's elements are the CPU's for every
-rank or for none (``open_window`` agrees it: the compiled form on every rank, every rank's memory
-mapped and aligned, an element type it computes — :data:`ELEMENT_TYPES`).
+The compiled form also serves a window's data (``accumulate_words``): the accumulate family —
+accumulate, get_accumulate, fetch_and_op, compare_and_swap — as a loop of the calling process over
+the target's elements, mapped here, under the target's *gate*, a word that every rank maps, taken
+by a compare-and-swap and released by a store.  That is how MPICH's own accumulate into shared
+memory keeps the promise MPI makes (every accumulate atomic per element against every other), with
+its window's mutex — but reached through the RMA call's bookkeeping, the request and its flush.
+The same rule holds as for the control words: a window's accumulates are this path's on every rank
+or on none (``open_window`` agrees it: the compiled form on every rank, every rank's memory mapped
+and aligned, an element type it computes — :data:`ELEMENT_TYPES`).
 """
 
 from __future__ import annotations
@@ -165,13 +165,14 @@ def element_type(dtype: np.dtype) -> int:
 
 
 class Accumulator(Protocol):
-    """``accumulate_words(address, type, op, origin, result, compare)``: MPI's accumulate family
-    (``op`` an :class:`aiorma.Op` value, or :data:`COMPARE_AND_SWAP`) on the elements at
-    ``address``, each by one of the CPU's atomic instructions (see ``_cpu_atomics.c``); the old
-    values into ``result`` (or None).  ``type``: :func:`element_type`."""
+    """``accumulate_words(address, type, op, origin, result, compare, gate)``: MPI's accumulate
+    family (``op`` an :class:`aiorma.Op` value, or :data:`COMPARE_AND_SWAP`) on the elements at
+    ``address``, under the gate word at ``gate`` (see ``_cpu_atomics.c``); the old values into
+    ``result`` (or None).  ``type``: :func:`element_type`.  Raises TimeoutError when the gate stays
+    held for 30 s (its holder died inside an accumulate)."""
 
     def __call__(
-        self, address: int, type: int, op: int, origin: object, result: object, compare: object, /
+        self, address: int, type: int, op: int, origin: object, result: object, compare: object, gate: int, /
     ) -> None: ...
 
 

@@ -321,10 +321,11 @@ class MpiEndpoint(EndpointBase):
         kind = op.kind
         addresses = window.data_addresses
         if addresses is not None and kind is not _PUT and kind is not _GET:
-            # Every rank's accumulates into this window are the CPU's atomics on its elements,
-            # mapped here (open_window agreed it): complete on return, nothing of MPI's in flight.
-            accumulate_words = self._accumulate_words
-            assert accumulate_words is not None
+            # Every rank's accumulates into this window are loops of its own under the target's
+            # gate, in memory mapped here (open_window agreed it): complete on return, nothing of
+            # MPI's in flight.
+            accumulate_words, gates = self._accumulate_words, window.gate_addresses
+            assert accumulate_words is not None and gates is not None
             accumulate_words(
                 addresses[target] + op.disp * window.element_size,
                 window.element_type,
@@ -332,6 +333,7 @@ class MpiEndpoint(EndpointBase):
                 op.origin,
                 op.result,
                 op.compare,
+                gates[target],
             )
             return True
         if window.allocated and self._passive[target] and kind is not _COMPARE_AND_SWAP:

@@ -40,9 +40,12 @@ class MpiWindow:
     #: is the CPU's own (:mod:`~aiorma.transport.mpi.cpu_atomics`), else None.
     control_addresses: list[int] | None
     #: The address of each rank's data memory here, when every accumulate, fetch-and-op and
-    #: compare-and-swap into this window is the CPU's own atomics on its elements (``_cpu_atomics.c``'s
-    #: ``accumulate_words``, of element type :attr:`element_type`), else None.
+    #: compare-and-swap into this window is a loop of this process's under the target's gate
+    #: (``_cpu_atomics.c``'s ``accumulate_words``, elements of type :attr:`element_type`), else None.
     data_addresses: list[int] | None = None
+    #: The address of each rank's gate here: the word after its control words, a lock that every
+    #: accumulate into that rank's memory takes (as MPICH's window mutex), when data_addresses is set.
+    gate_addresses: list[int] | None = None
     element_type: int = 0
     element_size: int = 0  # bytes
 
@@ -113,7 +116,8 @@ def open_window(
             win = MPI.Win.Allocate(count * dtype.itemsize, dtype.itemsize, comm=comm)
         else:
             win = MPI.Win.Create(memory, dtype.itemsize, comm=comm)
-        return win, MPI.Win.Allocate(control_words * 8, 8, comm=comm)
+        # One word more than the engine's: the gate of accumulates into this rank (data_addresses).
+        return win, MPI.Win.Allocate((control_words + 1) * 8, 8, comm=comm)
 
     with map_transport_errors("create_window"):
         datatype, units, owned = mpi_datatype(dtype)
@@ -128,8 +132,9 @@ def open_window(
             local = raw.view(dtype)
         else:
             local = memory
-        control = np.frombuffer(ctrl.tomemory(), np.int64)[:control_words]
-        control[...] = 0
+        region = np.frombuffer(ctrl.tomemory(), np.int64)
+        region[: control_words + 1] = 0
+        control = region[:control_words]
         win.Lock_all()
         ctrl.Lock_all()
         # Every rank holds its Lock_alls and a zeroed control region before anyone
@@ -137,8 +142,8 @@ def open_window(
         comm.Barrier()
     counts = tuple(c for c, _ in peers)
     shared = shared_memory(win, dtype, counts) if memory is None and not owned else [None] * len(counts)
-    shared_control = shared_memory(ctrl, control.dtype, (control_words,) * len(counts))
-    addresses = data_addresses = None
+    shared_control = shared_memory(ctrl, control.dtype, (control_words + 1,) * len(counts))
+    addresses = data_addresses = gate_addresses = None
     kind = element_type(dtype) if accumulate_words else 0
     if cpu_atomics:
         # Every rank or none: a word must never see both an MPI atomic and a CPU one.
@@ -151,11 +156,14 @@ def open_window(
             addresses = mapped
             if agreed & 2:
                 data_addresses = data
+                gate_addresses = [address + 8 * control_words for address in mapped]
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
         ctrl, control, control.tobytes(), notify, shared, shared_control, addresses,
-        data_addresses, kind if data_addresses is not None else 0, dtype.itemsize,
+        data_addresses, gate_addresses, kind if data_addresses is not None else 0, dtype.itemsize,
     )  # fmt: skip
+    # The engine's control words only (the gate is the transport's).
+    window.shared_control = [None if words is None else words[:control_words] for words in shared_control]
     return window, counts
 
 
