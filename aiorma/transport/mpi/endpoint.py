@@ -304,7 +304,9 @@ class MpiEndpoint(EndpointBase):
         Into allocated memory, puts and gets need no CPU of the target's: on this node a get is
         a copy out of its memory, mapped here (``Win_shared_query``), a small put word stores into
         it (``store_words`` of the compiled CPU atomics; without them an ``Rput``), a put of
-        512 KiB or more a copy into it, one in between an ``Rput``; on another node
+        512 KiB or more a copy into it, one in between an ``Rput``; where the window's ranks agreed
+        to (:func:`~aiorma.transport.mpi.windows.open_window`), the accumulate family is a loop of
+        this thread's under the target's gate (``accumulate_words``), complete on return; on another node
         ``Rput``/``Rget``, which the network delivers (docs/benchmarks.md, *Off-node at the
         network's speed ...*), so a later ``Flush`` completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
