@@ -215,7 +215,7 @@ def test_bench_atomics_mpi_tiny(tmp_path: Path) -> None:
 
 
 def _accumulator() -> Accumulator:
-    return _compiled(load_accumulator(), "accumulate_words", "accumulates stay MPI's")
+    return _compiled(load_accumulator(), "accumulate_elements", "accumulates stay MPI's")
 
 
 _ACCUMULATE_DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "?", "m8[s]", "M8[s]"]
@@ -237,7 +237,7 @@ def _values(dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", _ACCUMULATE_DTYPES)
-def test_accumulate_words_computes_as_mpi_does(name: str) -> None:
+def test_accumulate_elements_computes_as_mpi_does(name: str) -> None:
     """Every op a dtype takes in the accumulate family, element by element against the one table
     of arithmetic (aiorma.ops.combine, what the local transport and MPI compute): the new
     contents, the old values returned, the neighbours untouched; compare-and-swap on integers."""
@@ -283,7 +283,7 @@ def test_accumulate_words_computes_as_mpi_does(name: str) -> None:
         assert memory.tobytes() == np.where(compare == before, swap, before).tobytes()
 
 
-def test_accumulate_words_refuses_what_it_cannot_do() -> None:
+def test_accumulate_elements_refuses_what_it_cannot_do() -> None:
     from aiorma.transport.mpi.cpu_atomics import COMPARE_AND_SWAP, element_type
 
     accumulate = _accumulator()

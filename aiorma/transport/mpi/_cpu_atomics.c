@@ -10,7 +10,7 @@
  * through ctypes.  The interpreter lock is held throughout: one instruction needs no letting go.
  *
  * Two more, which the ctypes form has no counterpart of: store_words, a small put as word stores
- * into a peer's mapped memory (without it, puts stay MPI's), and accumulate_words, the accumulate
+ * into a peer's mapped memory (without it, puts stay MPI's), and accumulate_elements, the accumulate
  * family into a window's memory under a lock word of its target's (without it, MPI's).
  */
 /* The accumulate loops below vectorize at -O3 (the build's flags are -O2 for every extension). */
@@ -167,7 +167,7 @@ store_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* accumulate_words(address, type, op, origin, result, compare, gate): MPI's accumulate family
+/* accumulate_elements(address, type, op, origin, result, compare, gate): MPI's accumulate family
  * on the elements at ``address`` (a window's memory, this process's or a peer's mapped here),
  * under the target's gate: an int64 word every rank maps, taken by a compare-and-swap and released
  * by a store.  MPI promises an accumulate atomic per element against every other accumulate on
@@ -232,7 +232,7 @@ take_gate(int64_t *gate)
     Py_END_ALLOW_THREADS
     if (!taken) {
         PyErr_Format(PyExc_TimeoutError,
-                     "accumulate_words(): the target's accumulate gate was held for %.0f s (a rank "
+                     "accumulate_elements(): the target's accumulate gate was held for %.0f s (a rank "
                      "died inside an accumulate?)", GATE_TIMEOUT);
         return -1;
     }
@@ -356,11 +356,11 @@ release(Py_buffer *view)
 }
 
 static PyObject *
-accumulate_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+accumulate_elements(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError,
-                        "accumulate_words() takes (address, type, op, origin, result, compare, gate)");
+                        "accumulate_elements() takes (address, type, op, origin, result, compare, gate)");
         return NULL;
     }
     void *address = PyLong_AsVoidPtr(args[0]);
@@ -374,12 +374,12 @@ accumulate_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (type < TYPE_I8 || type > TYPE_F64 || op < OP_CAS || op > OP_NO_OP
         || (type >= TYPE_F32 && ((op >= OP_BAND && op <= OP_LXOR) || op == OP_CAS))) {
-        PyErr_Format(PyExc_ValueError, "accumulate_words(): no op %ld on element type %ld", op, type);
+        PyErr_Format(PyExc_ValueError, "accumulate_elements(): no op %ld on element type %ld", op, type);
         return NULL;
     }
     Py_ssize_t size = type_sizes[type];
     if (address == NULL || ((uintptr_t)address % (uintptr_t)size) != 0) {
-        PyErr_SetString(PyExc_ValueError, "accumulate_words(): the target must be aligned to its elements");
+        PyErr_SetString(PyExc_ValueError, "accumulate_elements(): the target must be aligned to its elements");
         return NULL;
     }
     Py_buffer origin, result, compare;
@@ -400,7 +400,7 @@ accumulate_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (length % size != 0 || (origin.obj == NULL && op != OP_NO_OP)
         || (op == OP_NO_OP && result.obj == NULL) || (result.obj != NULL && result.len != length)
         || (compare.obj == NULL) != (op != OP_CAS) || (compare.obj != NULL && compare.len != length)) {
-        PyErr_SetString(PyExc_ValueError, "accumulate_words(): the buffers do not match the op");
+        PyErr_SetString(PyExc_ValueError, "accumulate_elements(): the buffers do not match the op");
         outcome = NULL;
     }
     else if (take_gate(gate) < 0) {
@@ -432,8 +432,8 @@ static PyMethodDef methods[] = {
     {"store_words", (PyCFunction)(void (*)(void))store_words, METH_FASTCALL,
      "store_words(destination, offset, source): the bytes of source into destination from byte "
      "offset on, each aligned 8-byte word by one store."},
-    {"accumulate_words", (PyCFunction)(void (*)(void))accumulate_words, METH_FASTCALL,
-     "accumulate_words(address, type, op, origin, result, compare, gate): MPI's accumulate "
+    {"accumulate_elements", (PyCFunction)(void (*)(void))accumulate_elements, METH_FASTCALL,
+     "accumulate_elements(address, type, op, origin, result, compare, gate): MPI's accumulate "
      "family on the elements at address, under the target's gate word; old values into result."},
     {NULL, NULL, 0, NULL},
 };

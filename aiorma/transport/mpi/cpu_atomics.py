@@ -20,7 +20,7 @@ rank of the connection is on this node and found the library (agreed collectivel
 control word of a window whose regions every rank mapped — and then no MPI atomic touches a control
 word at all.
 
-The compiled form also serves a window's data (``accumulate_words``): the accumulate family —
+The compiled form also serves a window's data (``accumulate_elements``): the accumulate family —
 accumulate, get_accumulate, fetch_and_op, compare_and_swap — as a loop of the calling process over
 the target's elements, mapped here, under the target's *gate*, a word that every rank maps, taken
 by a compare-and-swap and released by a store.  That is how MPICH's own accumulate into shared
@@ -142,7 +142,7 @@ def load_word_stores() -> WordStores | None:
     return None if compiled is None else compiled.store_words  # type: ignore[no-any-return]
 
 
-#: The element types of the compiled ``accumulate_words`` (``TYPE_*`` in ``_cpu_atomics.c``), by
+#: The element types of the compiled ``accumulate_elements`` (``TYPE_*`` in ``_cpu_atomics.c``), by
 #: numpy kind and size: integers, bool as a byte, datetimes and durations as their int64 counts
 #: (as MPI computes them), float32 and float64.  Others (complex, float16, strings, records,
 #: another byte order) stay MPI's accumulates.
@@ -153,19 +153,19 @@ ELEMENT_TYPES: dict[tuple[str, int], int] = {
     ("f", 4): 9, ("f", 8): 10,
 }  # fmt: skip
 
-#: ``accumulate_words``'s op for compare-and-swap (the others are :class:`aiorma.Op`'s values).
+#: ``accumulate_elements``'s op for compare-and-swap (the others are :class:`aiorma.Op`'s values).
 COMPARE_AND_SWAP = 0
 
 
 def element_type(dtype: np.dtype) -> int:
-    """``accumulate_words``'s code for elements of ``dtype``, or 0 where it has none."""
+    """``accumulate_elements``'s code for elements of ``dtype``, or 0 where it has none."""
     if not dtype.isnative or dtype.names is not None or dtype.subdtype is not None:
         return 0
     return ELEMENT_TYPES.get((dtype.kind, dtype.itemsize), 0)
 
 
 class Accumulator(Protocol):
-    """``accumulate_words(address, type, op, origin, result, compare, gate)``: MPI's accumulate
+    """``accumulate_elements(address, type, op, origin, result, compare, gate)``: MPI's accumulate
     family (``op`` an :class:`aiorma.Op` value, or :data:`COMPARE_AND_SWAP`) on the elements at
     ``address``, under the gate word at ``gate`` (see ``_cpu_atomics.c``); the old values into
     ``result`` (or None).  ``type``: :func:`element_type`.  Raises TimeoutError when the gate stays
@@ -177,9 +177,9 @@ class Accumulator(Protocol):
 
 
 def load_accumulator() -> Accumulator | None:
-    """The compiled form's ``accumulate_words``, or None (the ctypes form has none)."""
+    """The compiled form's ``accumulate_elements``, or None (the ctypes form has none)."""
     compiled = _native.compiled_extension(COMPILED)
-    return None if compiled is None else compiled.accumulate_words  # type: ignore[no-any-return]
+    return None if compiled is None else compiled.accumulate_elements  # type: ignore[no-any-return]
 
 
 def load() -> Atomics | None:

@@ -159,10 +159,12 @@ class MpiEndpoint(EndpointBase):
         self._passive_puts = settings.inline
         # Small puts into a peer's memory mapped here as word stores (off with AIORMA_INLINE=0).
         self._store_words: WordStores | None = load_word_stores() if settings.inline else None
-        # The accumulate family as the CPU's atomics on elements mapped here, for windows whose
-        # ranks all agree to (aiorma.transport.mpi.windows.open_window); only where the control
-        # words' atomics are the CPU's (every rank on this node).
-        self._accumulate_words: Accumulator | None = load_accumulator() if self._atomics is not None else None
+        # The accumulate family as a loop of ours under the target's gate, on elements mapped here,
+        # for windows whose ranks all agree to (aiorma.transport.mpi.windows.open_window); only
+        # where the control words' atomics are the CPU's (every rank on this node).
+        self._accumulate_elements: Accumulator | None = None
+        if self._atomics is not None:
+            self._accumulate_elements = load_accumulator()
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
@@ -263,7 +265,7 @@ class MpiEndpoint(EndpointBase):
             return open_window(
                 self._win_comm, self._lifecycle_key, win_id, memory, count, dtype, control_words, notify,
                 cpu_atomics=self._atomics is not None,
-                accumulate_words=self._accumulate_words is not None,
+                accumulate_elements=self._accumulate_elements is not None,
             )  # fmt: skip
 
         window, counts = await self._workers.collective(create)
@@ -306,7 +308,7 @@ class MpiEndpoint(EndpointBase):
         it (``store_words`` of the compiled CPU atomics; without them an ``Rput``), a put of
         512 KiB or more a copy into it, one in between an ``Rput``; where the window's ranks agreed
         to (:func:`~aiorma.transport.mpi.windows.open_window`), the accumulate family is a loop of
-        this thread's under the target's gate (``accumulate_words``), complete on return; on another node
+        this thread's under the target's gate (``accumulate_elements``), complete on return; on another node
         ``Rput``/``Rget``, which the network delivers (docs/benchmarks.md, *Off-node at the
         network's speed ...*), so a later ``Flush`` completes them in a round trip.  Ops
         that need the target's progress — accumulates towards another node (MPICH's
@@ -326,9 +328,9 @@ class MpiEndpoint(EndpointBase):
             # Every rank's accumulates into this window are loops of its own under the target's
             # gate, in memory mapped here (open_window agreed it): complete on return, nothing of
             # MPI's in flight.
-            accumulate_words, gates = self._accumulate_words, window.gate_addresses
-            assert accumulate_words is not None and gates is not None
-            accumulate_words(
+            accumulate_elements, gates = self._accumulate_elements, window.gate_addresses
+            assert accumulate_elements is not None and gates is not None
+            accumulate_elements(
                 addresses[target] + op.disp * window.element_size,
                 window.element_type,
                 _CAS_CODE if kind is _COMPARE_AND_SWAP else op.op,

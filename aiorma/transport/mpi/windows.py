@@ -41,7 +41,7 @@ class MpiWindow:
     control_addresses: list[int] | None
     #: The address of each rank's data memory here, when every accumulate, fetch-and-op and
     #: compare-and-swap into this window is a loop of this process's under the target's gate
-    #: (``_cpu_atomics.c``'s ``accumulate_words``, elements of type :attr:`element_type`), else None.
+    #: (``_cpu_atomics.c``'s ``accumulate_elements``, elements of type :attr:`element_type`), else None.
     data_addresses: list[int] | None = None
     #: The address of each rank's gate here: the word after its control words, a lock that every
     #: accumulate into that rank's memory takes (as MPICH's window mutex), when data_addresses is set.
@@ -92,16 +92,16 @@ def open_window(
     control_words: int,
     notify: bool,
     cpu_atomics: bool = False,
-    accumulate_words: bool = False,
+    accumulate_elements: bool = False,
 ) -> tuple[MpiWindow, tuple[int, ...]]:
     """Collective over ``comm`` and blocking: expose ``memory`` (``Win.Create``) or allocate
     ``count`` zeroed elements (``Win.Allocate``, ``memory is None``), allocate the control region,
     and open both windows' ``Lock_all`` epochs.  Returns the window and every rank's count.
     ``key``: the endpoint's :func:`~aiorma.transport.window_lifecycle.agree_key`.  With
     ``cpu_atomics`` (the same on every rank), the window's control atomics are the CPU's when every
-    rank mapped every rank's control region (agreed here); with ``accumulate_words`` as well (the
-    same on every rank), its data atomics too — the accumulate family on elements of a type the
-    CPU's instructions handle, when every rank mapped every rank's allocated memory, aligned.
+    rank mapped every rank's control region (agreed here); with ``accumulate_elements`` as well (the
+    same on every rank), its accumulate family too — ``accumulate_elements`` under the target's gate,
+    for an element type it computes, when every rank mapped every rank's allocated memory, aligned.
 
     Raises :class:`RmaTypeError` on every rank when the ranks' dtypes differ.
     """
@@ -142,9 +142,13 @@ def open_window(
         comm.Barrier()
     counts = tuple(c for c, _ in peers)
     shared = shared_memory(win, dtype, counts) if memory is None and not owned else [None] * len(counts)
-    shared_control = shared_memory(ctrl, control.dtype, (control_words + 1,) * len(counts))
+    # The engine's control words, without the gate after them (the transport's own).
+    shared_control = [
+        None if words is None else words[:control_words]
+        for words in shared_memory(ctrl, control.dtype, (control_words + 1,) * len(counts))
+    ]
     addresses = data_addresses = gate_addresses = None
-    kind = element_type(dtype) if accumulate_words else 0
+    kind = element_type(dtype) if accumulate_elements else 0
     if cpu_atomics:
         # Every rank or none: a word must never see both an MPI atomic and a CPU one.
         mapped = [words.ctypes.data for words in shared_control if words is not None]
@@ -162,8 +166,6 @@ def open_window(
         ctrl, control, control.tobytes(), notify, shared, shared_control, addresses,
         data_addresses, gate_addresses, kind if data_addresses is not None else 0, dtype.itemsize,
     )  # fmt: skip
-    # The engine's control words only (the gate is the transport's).
-    window.shared_control = [None if words is None else words[:control_words] for words in shared_control]
     return window, counts
 
 

@@ -17,7 +17,7 @@ for ax, p in zip(axes, ranks):
             runs = [json.load(open(f"tx_{tree}_{i}.json"))["results"][p]["modes"][m]["tx_per_s"] for i in (1, 2)]
             vals.append(statistics.median(runs) / 1e3)
         xs = [i + (k - 0.5) * 0.38 for i in range(len(modes))]
-        ax.bar(xs, vals, 0.38, label="before (c1c7c53)" if tree == "base" else "accumulate_words (1adde13)")
+        ax.bar(xs, vals, 0.38, label="before (c1c7c53)" if tree == "base" else "after: the gated loop (1adde13)")
     ax.set_xticks(range(len(modes)), ["mpi4py", "blocking", "nonbl.", "nonbl.+aaar"])
     ax.set_title(f"{p} ranks, one node")
     ax.set_ylabel("k transactions/s")
