@@ -31,16 +31,8 @@ from tests.mpi_harness import write_rank_result
 from tests.mpi_scripts.transport_smoke import RecordingSink, RecordingWin, poll_until
 
 ADDS, CASES, MAXES = 1000, 200, 200
-#: One window per element type: (win_id, dtype).
+#: One window per element type: its win_id, by dtype.
 WINDOWS = {"i8": 11, "f8": 12, "i4": 13, "u2": 14, "u1": 15, "c16": 16}
-
-
-async def run(ep: MpiEndpoint, sink: RecordingSink, token: int, win_id: int, op: RmaOp) -> None:
-    """Issue ``op`` and flush it: complete at once on the CPU's path, else by the poll."""
-    if not ep.issue(win_id, token, op):
-        await poll_until(ep, lambda: ("op", win_id, token) in sink.events)
-    if not ep.flush(win_id, op.target, token):
-        await poll_until(ep, lambda: ("flushed", win_id, op.target, token) in sink.events)
 
 
 async def main() -> None:
@@ -56,56 +48,40 @@ async def main() -> None:
     await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
 
     tokens = iter(range(1, 1 << 30))
+
+    async def apply(
+        name: str, kind: RmaKind, disp: int, origin: np.ndarray | None, result: np.ndarray | None = None,
+        compare: np.ndarray | None = None, op: Op = Op.REPLACE,
+    ) -> None:  # fmt: skip
+        """``kind`` on element ``disp`` of rank 0's window ``name``, issued and flushed: complete at
+        once on the transport's own path, else by the poll."""
+        win_id, token = WINDOWS[name], next(tokens)
+        if not ep.issue(win_id, token, RmaOp(kind, 0, disp, origin, result, compare, op)):
+            await poll_until(ep, lambda: ("op", win_id, token) in sink.events)
+        if not ep.flush(win_id, 0, token):
+            await poll_until(ep, lambda: ("flushed", win_id, 0, token) in sink.events)
+
     one_i8, old_i8 = np.ones(1, "i8"), np.zeros(1, "i8")
     added = []
     for _ in range(ADDS):
-        await run(
-            ep,
-            sink,
-            next(tokens),
-            WINDOWS["i8"],
-            RmaOp(RmaKind.FETCH_AND_OP, 0, 1, one_i8, old_i8, op=Op.SUM),
-        )
+        await apply("i8", RmaKind.FETCH_AND_OP, 1, one_i8, old_i8, op=Op.SUM)
         added.append(int(old_i8[0]))
-        await run(
-            ep,
-            sink,
-            next(tokens),
-            WINDOWS["f8"],
-            RmaOp(RmaKind.ACCUMULATE, 0, 2, np.ones(1, "f8"), op=Op.SUM),
-        )
+        await apply("f8", RmaKind.ACCUMULATE, 2, np.ones(1, "f8"), op=Op.SUM)
     seen = np.zeros(1, "i4")
     for _ in range(CASES):
-        await run(
-            ep,
-            sink,
-            next(tokens),
-            WINDOWS["i4"],
-            RmaOp(RmaKind.GET_ACCUMULATE, 0, 3, None, seen, op=Op.NO_OP),
-        )
+        await apply("i4", RmaKind.GET_ACCUMULATE, 3, None, seen, op=Op.NO_OP)
         while True:
             old = seen.copy()
-            await run(
-                ep,
-                sink,
-                next(tokens),
-                WINDOWS["i4"],
-                RmaOp(RmaKind.COMPARE_AND_SWAP, 0, 3, old + 1, seen, old),
-            )
+            await apply("i4", RmaKind.COMPARE_AND_SWAP, 3, old + 1, seen, old)
             if seen[0] == old[0]:
                 break
     got = np.zeros(1, "u2")
     for i in range(MAXES):
-        value = np.array([i * size + rank], "u2")
-        await run(
-            ep, sink, next(tokens), WINDOWS["u2"], RmaOp(RmaKind.GET_ACCUMULATE, 0, 0, value, got, op=Op.MAX)
-        )
+        await apply("u2", RmaKind.GET_ACCUMULATE, 0, np.array([i * size + rank], "u2"), got, op=Op.MAX)
     bit = np.array([1 << rank], "u1")
     for _ in range(2):
-        await run(ep, sink, next(tokens), WINDOWS["u1"], RmaOp(RmaKind.ACCUMULATE, 0, 1, bit, op=Op.BXOR))
-    await run(
-        ep, sink, next(tokens), WINDOWS["c16"], RmaOp(RmaKind.ACCUMULATE, 0, 0, np.ones(1, "c16"), op=Op.SUM)
-    )
+        await apply("u1", RmaKind.ACCUMULATE, 1, bit, op=Op.BXOR)
+    await apply("c16", RmaKind.ACCUMULATE, 0, np.ones(1, "c16"), op=Op.SUM)
     calls = {name: sorted(set(window.win.calls)) for name, window in windows.items()}
     cpu = {name: window.data_addresses is not None for name, window in windows.items()}
     for window in windows.values():

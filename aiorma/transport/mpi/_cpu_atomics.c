@@ -262,11 +262,14 @@ take_gate(int64_t *gate)
     }                                                                                        \
     break;
 
-/* Reads (NO_OP) and compare-and-swap, for either kind of type. */
-#define READ_OR_SWAP(T)                                                                      \
+/* A read (NO_OP): the old values out, the target unchanged. */
+#define READ(T)                                                                              \
     case OP_NO_OP:                                                                           \
         memcpy(out, t, (size_t)count * sizeof(T));                                           \
-        break;                                                                               \
+        break;
+
+/* Compare-and-swap (integer types only, as MPI's). */
+#define SWAP(T)                                                                              \
     case OP_CAS:                                                                             \
         for (Py_ssize_t i = 0; i < count; i++) {                                             \
             T cur = t[i], opd, expected;                                                     \
@@ -288,7 +291,8 @@ take_gate(int64_t *gate)
     {                                                                                        \
         T *t = (T *)target;                                                                  \
         switch (op) {                                                                        \
-        READ_OR_SWAP(T)                                                                      \
+        READ(T)                                                                              \
+        SWAP(T)                                                                              \
         case OP_SUM: APPLY(T, (T)((UT)cur + (UT)opd))                                        \
         case OP_PROD: APPLY(T, (T)((UT)cur * (UT)opd))                                       \
         case OP_MIN: APPLY(T, cur < opd ? cur : opd)                                         \
@@ -310,9 +314,7 @@ take_gate(int64_t *gate)
         T *t = (T *)target;                                                                  \
         (void)cmp;                                                                           \
         switch (op) {                                                                        \
-        case OP_NO_OP:                                                                       \
-            memcpy(out, t, (size_t)count * sizeof(T));                                       \
-            break;                                                                           \
+        READ(T)                                                                              \
         case OP_SUM: APPLY(T, cur + opd)                                                     \
         case OP_PROD: APPLY(T, cur * opd)                                                    \
         case OP_MIN: APPLY(T, cur < opd ? cur : opd)                                         \
@@ -396,25 +398,22 @@ accumulate_elements(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t length = origin.obj != NULL ? origin.len : result.len;
     Py_ssize_t count = length / size;
-    PyObject *outcome = Py_None;
+    int failed = 1;
     if (length % size != 0 || (origin.obj == NULL && op != OP_NO_OP)
         || (op == OP_NO_OP && result.obj == NULL) || (result.obj != NULL && result.len != length)
         || (compare.obj == NULL) != (op != OP_CAS) || (compare.obj != NULL && compare.len != length)) {
         PyErr_SetString(PyExc_ValueError, "accumulate_elements(): the buffers do not match the op");
-        outcome = NULL;
     }
-    else if (take_gate(gate) < 0) {
-        outcome = NULL;
-    }
-    else {
+    else if (take_gate(gate) == 0) {
         apply[type]((char *)address, (const char *)origin.buf, (const char *)compare.buf,
                     (char *)result.buf, count, op);
         __atomic_store_n(gate, 0, __ATOMIC_RELEASE);
+        failed = 0;
     }
     release(&origin);
     release(&result);
     release(&compare);
-    if (outcome == NULL)
+    if (failed)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -148,12 +148,12 @@ def open_window(
         for words in shared_memory(ctrl, control.dtype, (control_words + 1,) * len(counts))
     ]
     addresses = data_addresses = gate_addresses = None
-    kind = element_type(dtype) if accumulate_elements else 0
+    type_code = element_type(dtype) if accumulate_elements else 0
     if cpu_atomics:
         # Every rank or none: a word must never see both an MPI atomic and a CPU one.
         mapped = [words.ctypes.data for words in shared_control if words is not None]
         data = [view.ctypes.data for view in shared if view is not None]
-        data_ok = kind != 0 and len(data) == len(counts) and all(a % dtype.itemsize == 0 for a in data)
+        data_ok = type_code != 0 and len(data) == len(counts) and all(a % dtype.itemsize == 0 for a in data)
         with map_transport_errors("create_window: agree on atomics"):
             agreed = comm.allreduce((len(mapped) == len(counts)) | data_ok << 1, op=MPI.BAND)
         if agreed & 1:
@@ -164,7 +164,7 @@ def open_window(
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
         ctrl, control, control.tobytes(), notify, shared, shared_control, addresses,
-        data_addresses, gate_addresses, kind if data_addresses is not None else 0, dtype.itemsize,
+        data_addresses, gate_addresses, type_code if data_addresses is not None else 0, dtype.itemsize,
     )  # fmt: skip
     return window, counts
 
