@@ -46,7 +46,7 @@ class Request:
     continues, its epoch closes normally, and the same Request can be awaited again.
     """
 
-    __slots__ = ("_driver", "_error", "_future", "_progress", "_value", "description")
+    __slots__ = ("_driver", "_error", "_future", "_pending", "_progress", "_value", "description")
 
     def __init__(
         self,
@@ -60,6 +60,9 @@ class Request:
         self._driver = driver  # the rank's driver when awaiting polls inline (None: it suspends)
         self._value: Any = None
         self._error: BaseException | None = None
+        # Finished by finish_pending(), not by a future: a Request kept pending (nonblocking
+        # calls in flight) makes no asyncio future until something waits for it.
+        self._pending = False
         self.description = description
 
     @classmethod
@@ -71,22 +74,21 @@ class Request:
 
     def done(self) -> bool:
         """True once the operation completed (successfully or not).  Does not drive progress."""
-        return self._future is None or self._future.done()
+        return not self._pending and (self._future is None or self._future.done())
 
     def test(self) -> bool:
         """MPI_Test: drive progress once (the rank's transport and engines), then report
         :meth:`done`.  Never waits."""
-        future = self._future
-        if future is None:
-            return True
-        if not future.done() and self._progress is not None:
+        if not self.done() and self._progress is not None:
             self._progress()
-        return future.done()
+        return self.done()
 
     def result(self) -> Any:
         """The operation's value once done: the result array for get-like RMA calls, ``None``
         otherwise.  Raises the operation's error, or :class:`asyncio.InvalidStateError` before
         completion."""
+        if self._pending:
+            raise asyncio.InvalidStateError("Result is not set.")
         if self._future is not None:
             return self._future.result()
         if self._error is not None:
@@ -94,19 +96,33 @@ class Request:
         return self._value
 
     def exception(self) -> BaseException | None:
-        """The operation's error once done (None if it succeeded)."""
+        """The operation's error once done (None if it succeeded).  Raises
+        :class:`asyncio.InvalidStateError` before completion."""
+        if self._pending:
+            raise asyncio.InvalidStateError("Exception is not set.")
         return self._future.exception() if self._future is not None else self._error
 
     def add_done_callback(self, callback: Callable[[Request], None]) -> None:
         """Call ``callback(request)`` on the event loop once the operation completes (soon, if
         it has)."""
-        if self._future is None:
+        future = self._waitable()
+        if future is None:
             asyncio.get_running_loop().call_soon(callback, self)
         else:
-            self._future.add_done_callback(lambda _f: callback(self))
+            future.add_done_callback(lambda _f: callback(self))
+
+    def _waitable(self) -> asyncio.Future[Any] | None:
+        """The future to wait on (made now for a pending Request that had none), or None when
+        finished."""
+        future = self._future
+        if future is None and self._pending:
+            future = self._future = asyncio.get_running_loop().create_future()
+        return future
 
     def __await__(self) -> Generator[Any, None, Any]:
         future = self._future
+        if future is None and self._pending:
+            future = self._waitable()
         # This thread's Context: its last_await is when a task of this thread last checkpointed.
         try:
             thread = per_thread.context
@@ -146,15 +162,23 @@ class EpochRequest(Request):
 
     __slots__ = ("_close",)
 
-    def __init__(self, opened: Request, close: Callable[[], Request]) -> None:
-        # The opening's state taken over field by field, not through Request.__init__: every
-        # epoch opening makes one, and this saves a call on that hot path.
-        self._future = opened._future
-        self._progress = opened._progress
-        self._driver = opened._driver
-        self._value = opened._value
-        self._error = opened._error
-        self.description = opened.description
+    def __init__(
+        self,
+        future: asyncio.Future[Any] | None,
+        progress: Callable[[], None] | None,
+        description: str,
+        driver: Polling | None,
+        close: Callable[[], Request],
+    ) -> None:
+        # The fields set here, not through Request.__init__: every epoch opening makes one, and
+        # this saves a call on that hot path.
+        self._future = future
+        self._progress = progress
+        self._driver = driver
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._pending = False
+        self.description = description
         self._close = close
 
     async def __aenter__(self) -> EpochRequest:
@@ -273,6 +297,53 @@ def finished_request(value: Any = None, error: BaseException | None = None, desc
     request._value = value
     request._error = error
     return request
+
+
+def pending_request(
+    progress: Callable[[], None],
+    description: str,
+    driver: Polling | None,
+    close: Callable[[], Request] | None = None,
+) -> Request:
+    """The Request of an operation still in progress, finished later by :func:`finish_pending`
+    (an :class:`EpochRequest` when ``close`` is given).  It has no asyncio future until an await
+    or a done-callback needs one: a program that keeps thousands of calls in flight pays for no
+    future (and no loop look-up) per call, nor the cyclic GC for walking them."""
+    if close is None:
+        request = Request(None, progress, description, driver)
+    else:
+        request = EpochRequest(None, progress, description, driver, close)
+    request._pending = True
+    return request
+
+
+def epoch_request(opened: Request, close: Callable[[], Request]) -> EpochRequest:
+    """An :class:`EpochRequest` for an opening that finished inside its call."""
+    request = EpochRequest(None, None, opened.description, None, close)
+    request._value = opened._value
+    request._error = opened._error
+    return request
+
+
+def finish_pending(request: Request, value: Any, error: BaseException | None) -> None:
+    """Finish a Request made by :func:`pending_request` (once: a second finish is ignored, as
+    when a failed rank's Requests failed before their tokens were reported).  Its future, if an
+    await made one, is finished too, with an error marked retrieved: a Request nobody awaits
+    logs nothing, with or without a future."""
+    if not request._pending:
+        return
+    request._value = value
+    request._error = error
+    request._pending = False
+    future = request._future
+    if future is not None:
+        request._future = None  # (finished: the fields answer from now on)
+        if not future.done():
+            if error is not None:
+                future.set_exception(error)
+                future.exception()
+            else:
+                future.set_result(value)
 
 
 def completed_request(value: Any = None, description: str = "") -> Request:

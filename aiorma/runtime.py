@@ -157,11 +157,10 @@ def _fail_peers(comms: list[Comm], network: LocalNetwork, rank: int, cause: Base
 def _fail_rank(comm: Comm, error: Callable[[], PeerFailed]) -> None:
     """Fail one rank's Requests (each its own PeerFailed: an exception object raised in many
     places would gather every traceback), its later window calls, and its collectives."""
-    failed: list[asyncio.Future[Any]] = comm.world.driver.fail(error)
-    failed.extend(comm.collectives.fail(error))
+    comm.world.driver.fail(error)
     # Many of these are internal (a landing flush, an epoch nobody awaits): the original
     # exception propagates from run(), so an unawaited one is not worth a log line at exit.
-    mark_retrieved(failed)
+    mark_retrieved(comm.collectives.fail(error))
 
 
 def _run_mpi(main: Main[T], args: tuple[Any, ...], nprocs: int | None, backend: str = "asyncio") -> T:

@@ -10,7 +10,7 @@ was closed refuses every call with CommClosedError.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, SupportsIndex, cast
 
 import numpy as np
@@ -92,6 +92,10 @@ class Window:
         compiled, a call of a partial is a generic Python call.)"""
         return self._driver.request(self._win_id, token, what, value)
 
+    def _opening(self, token: int, what: str, close: Callable[[], Request]) -> EpochRequest:
+        """The Request of an epoch-opening call's token, closed by ``close`` as a context manager."""
+        return cast(EpochRequest, self._driver.request(self._win_id, token, what, None, close))
+
     # --------------------------------------------------------------------- properties
 
     @property
@@ -131,21 +135,15 @@ class Window:
     def post(self, group: Iterable[SupportsIndex], assertion: SupportsIndex = 0) -> EpochRequest:
         """Expose this window to ``group`` (a list of ranks).  Completes when the exposure is
         granted.  ``async with win.post(group):`` closes it with :meth:`wait` on the way out."""
-        return EpochRequest(self._post(group, assertion), self.wait)
-
-    def _post(self, group: Iterable[SupportsIndex], assertion: SupportsIndex) -> Request:
         self._check_open()
-        return self._call(self._engine.post(group, assertion), "post")
+        return self._opening(self._engine.post(group, assertion), "post", self.wait)
 
     def start(self, group: Iterable[SupportsIndex], assertion: SupportsIndex = 0) -> EpochRequest:
         """Begin an access epoch to ``group`` (a list of ranks).  Completes when every target has
         granted it (or, for an epoch without RMA calls that finished before its grants arrived,
         with the epoch).  ``async with win.start(group):`` closes it with :meth:`complete`."""
-        return EpochRequest(self._start(group, assertion), self.complete)
-
-    def _start(self, group: Iterable[SupportsIndex], assertion: SupportsIndex) -> Request:
         self._check_open()
-        return self._call(self._engine.start(group, assertion), "start")
+        return self._opening(self._engine.start(group, assertion), "start", self.complete)
 
     def complete(self) -> Request:
         """End the access epoch.  Completes when its RMA is complete at every target."""
@@ -171,8 +169,7 @@ class Window:
         """Begin a passive-target epoch to ``rank``.  Completes when the lock is acquired.
         ``async with win.lock(rank, type):`` closes it with :meth:`unlock` on the way out."""
         self._check_open()
-        opened = self._call(self._engine.lock(rank, lock_type, assertion), "lock")
-        return EpochRequest(opened, lambda: self.unlock(rank))
+        return self._opening(self._engine.lock(rank, lock_type, assertion), "lock", lambda: self.unlock(rank))
 
     def unlock(self, rank: SupportsIndex) -> Request:
         """End the lock epoch to ``rank``.  Completes when its RMA is complete at ``rank`` and
@@ -184,7 +181,7 @@ class Window:
         """Shared lock on every rank.  Completes when every rank has granted it.
         ``async with win.lock_all():`` closes it with :meth:`unlock_all` on the way out."""
         self._check_open()
-        return EpochRequest(self._call(self._engine.lock_all(assertion), "lock_all"), self.unlock_all)
+        return self._opening(self._engine.lock_all(assertion), "lock_all", self.unlock_all)
 
     def unlock_all(self) -> Request:
         """End the lock_all epoch.  Completes when its RMA is complete everywhere."""
@@ -433,11 +430,11 @@ class Window:
         calls is open.  Memory from ``win_allocate`` stays readable as a private copy."""
         self._check_open()
         token = self._engine.free()
-        engine_done = self._driver.watch(self.win_id, token)
+        engine_done = self._call(token, "free")
         task = asyncio.get_running_loop().create_task(self._finish_free(engine_done))
         return Request(task, self._driver.progress, "free")
 
-    async def _finish_free(self, engine_done: asyncio.Future[Any]) -> None:
+    async def _finish_free(self, engine_done: Request) -> None:
         await engine_done
         self._notified.close()  # before the memory goes: a pending wait can never be met
         copy = await self._endpoint.free_window(self.win_id)

@@ -104,24 +104,35 @@ def test_plain_calls_still_return_requests() -> None:
     run(main)
 
 
-def test_an_epoch_request_is_the_opening_request_field_for_field() -> None:
-    """An EpochRequest is the opening's Request with a closing call: every field a Request has
-    must reach it, pending or finished, value or error."""
-    from aiorma.request import EpochRequest, Request
+def test_an_epoch_request_answers_as_its_opening() -> None:
+    """An EpochRequest is the opening's Request with a closing call: finished inside the call
+    (every field a Request has reaches it, value or error) or pending (finished later, awaited
+    or not, as a plain Request is)."""
+    from aiorma.request import EpochRequest, Request, epoch_request, finish_pending, pending_request
 
     async def main() -> None:
-        future = asyncio.get_running_loop().create_future()
-        progress = asyncio.get_running_loop().stop  # (any callable: only its identity is checked)
         for opened in (
-            Request(future, progress, "lock", None),
             Request.finished(None, None, "start"),
             Request.finished(42, None, "post"),
             Request.finished(None, RuntimeError("x"), "lock_all"),
         ):
-            wrapped = EpochRequest(opened, Request.finished)
+            wrapped = epoch_request(opened, Request.finished)
+            assert isinstance(wrapped, EpochRequest)
             # (A compiled Request lists its fields in __mypyc_attrs__ instead of __slots__.)
             fields = getattr(Request, "__mypyc_attrs__", None) or Request.__slots__
             for name in fields:
                 assert getattr(wrapped, name) is getattr(opened, name), name
+
+        progress = asyncio.get_running_loop().stop  # (never called: nothing tests it)
+        for awaited_first in (False, True):
+            pending = pending_request(progress, "lock", None, Request.finished)
+            assert isinstance(pending, EpochRequest) and not pending.done()
+            waiting = asyncio.ensure_future(pending) if awaited_first else None
+            await asyncio.sleep(0)
+            finish_pending(pending, 7, None)
+            finish_pending(pending, 8, RuntimeError("late"))  # a second finish changes nothing
+            assert pending.done() and pending.result() == 7 and pending.exception() is None
+            assert waiting is None or await waiting == 7
+            assert await pending == 7
 
     asyncio.run(main())

@@ -11,7 +11,6 @@ decides how an await waits; the driver is what it polls).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from ..engine.control import AtomicOp
 from ..engine.engine_io import EngineIO
 from ..engine.window_engine import WindowEngine
 from ..errors import CommClosedError, PeerFailed, RmaFailure, TransportError
-from ..request import Request, finished_request, mark_retrieved
+from ..request import Request, epoch_request, finish_pending, finished_request, pending_request
 from ..transport.base import Endpoint, EndpointBase
 from .context import ProgressEntry, context
 from .settings import Settings
@@ -82,7 +81,8 @@ class ProgressDriver:
         self._calls = cast(EndpointBase, endpoint)
         self.engines: dict[int, WindowEngine] = {}
         self.waiter = Waiter(endpoint, self.poll_turn, self.failed, ranks_on_node)
-        self._futures: dict[int, tuple[asyncio.Future[Any], Any]] = {}  # by token_key()
+        # Requests made pending, with the value each finishes with, by token_key().
+        self._pending: dict[int, tuple[Request, Any]] = {}
         # Tokens finished before anyone asked for their Request (an RMA call that completed at
         # issue, a flush answered at once).  Asked for right after the call that made them, so
         # it is cleared then: whatever is left belonged to internal tokens nobody waits for.
@@ -138,29 +138,26 @@ class ProgressDriver:
         :class:`PeerFailed` naming it, as the in-process transport fails its ranks when one of
         them raises."""
         cause = cause or TransportError(f"rank {rank} left aiorma by an exception")
-        mark_retrieved(self.fail(lambda: PeerFailed(rank, cause)))
+        self.fail(lambda: PeerFailed(rank, cause))
 
-    def fail(self, make_error: Callable[[], RmaFailure]) -> list[asyncio.Future[Any]]:
+    def fail(self, make_error: Callable[[], RmaFailure]) -> None:
         """Fail this rank for good: every pending Request — engine tokens, RMA operations,
         collectives' waits on the waiter — raises ``make_error()``, and so does every later call
-        on its windows.  Returns the futures it failed."""
+        on its windows.  (Nothing logs an error nobody retrieves: see finish_pending.)"""
         if self._failure is None:
             self._failure = make_error
-        failed = [future for future, _value in self._futures.values()]
         for engine in list(self.engines.values()):
             engine.fail(make_error())
         # RMA calls' tokens are finished by the transport, not by the engine: fail those too.
         self._fail_waiting(make_error)
-        return failed
 
     def _fail_waiting(self, make_error: Callable[[], BaseException]) -> None:
-        """Every future still watched, and every wait source of the waiter, raises a fresh
+        """Every Request still pending, and every wait source of the waiter, raises a fresh
         ``make_error()`` (one exception object raised in many places would gather every
         traceback)."""
-        futures, self._futures = self._futures, {}
-        for future, _value in futures.values():
-            if not future.done():
-                future.set_exception(make_error())
+        pending, self._pending = self._pending, {}
+        for request, _value in pending.values():
+            finish_pending(request, None, make_error())
         self.waiter.fail_sources(make_error())
 
     # ------------------------------------------------------------------- engines
@@ -179,10 +176,18 @@ class ProgressDriver:
     def remove_engine(self, win_id: int) -> None:
         self.engines.pop(win_id, None)
 
-    def request(self, win_id: int, token: int, what: str, value: Any = None) -> Request:
+    def request(
+        self,
+        win_id: int,
+        token: int,
+        what: str,
+        value: Any = None,
+        close: Callable[[], Request] | None = None,
+    ) -> Request:
         """The Request of ``token``, just returned by an engine call (which carried out every
         step it could): an already-finished Request when the token is done (no future, no loop),
-        else one that the engine's completion will finish."""
+        else one that the engine's completion will finish.  With ``close`` (the call that ends
+        the epoch this call opened) an :class:`~aiorma.EpochRequest`."""
         if self._events:
             self.pump()  # events reported while the call ran
         finished = self._finished
@@ -208,13 +213,13 @@ class ProgressDriver:
             if key in finished:
                 error = finished[key]
                 finished.clear()
-                return finished_request(value, error, what)
+                done = finished_request(value, error, what)
+                return done if close is None else epoch_request(done, close)
             finished.clear()
         self.waiter.wake()  # something to wait for: poll on the fast path
-        # watch(), without its look at _finished: the token is not there (looked at just above)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[token_key(win_id, token)] = (future, value)
-        return Request(future, self.progress, what, self.inline_wait)
+        request = pending_request(self.progress, what, self.inline_wait, close)
+        self._pending[token_key(win_id, token)] = (request, value)
+        return request
 
     def _finish_release(self, engine: WindowEngine) -> None:
         """Poll for at most _LINK_PATIENCE while a release of ``engine`` waits for its successor's
@@ -225,20 +230,6 @@ class ProgressDriver:
         deadline = _perf_counter() + _LINK_PATIENCE
         while engine.links_awaited and _perf_counter() < deadline:
             self.poll_turn()
-
-    def watch(self, win_id: int, token: int, value: Any = None) -> asyncio.Future[Any]:
-        """The future that the completion of ``token`` will finish."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        key = token_key(win_id, token)
-        if key in self._finished:
-            error = self._finished.pop(key)
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(value)
-        else:
-            self._futures[key] = (future, value)
-        return future
 
     # ------------------------------------------------------------------- progress
 
@@ -285,18 +276,13 @@ class ProgressDriver:
 
     def _finish(self, win_id: int, token: int, error: BaseException | None) -> None:
         key = token_key(win_id, token)
-        entry = self._futures.get(key)
+        entry = self._pending.get(key)
         if entry is None:
             self._finished[key] = error
             return
-        del self._futures[key]  # (get and del: compiled, dict.pop is a generic method call)
-        future, value = entry
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
+        del self._pending[key]  # (get and del: compiled, dict.pop is a generic method call)
+        request, value = entry
+        finish_pending(request, value, error)
 
     async def close(self) -> None:
         """Collective (the endpoint frees what it created on every rank).  A Request still
@@ -310,9 +296,7 @@ class ProgressDriver:
         """Stop this rank's progress without anything collective, after a failure: pending
         Requests fail with :class:`TransportError`, the waiter stops, the endpoint closes its
         threads and sockets (its MPI objects are left for ``MPI_Finalize``)."""
-        mark_retrieved(
-            self.fail(lambda: TransportError("aiorma was left by an exception while this was pending"))
-        )
+        self.fail(lambda: TransportError("aiorma was left by an exception while this was pending"))
         self.engines.clear()
         await self.waiter.stop()
         # What the peers are told this rank left with: its exception's type and message.
