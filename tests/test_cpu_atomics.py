@@ -20,12 +20,14 @@ from aiorma.transport.mpi.cpu_atomics import (
     SEQ_CST,
     Accumulator,
     Atomics,
+    WordsChanged,
     WordStores,
     load,
     load_accumulator,
     load_compiled,
     load_library,
     load_word_stores,
+    load_words_changed,
 )
 
 from .mpi_harness import run_python
@@ -187,6 +189,64 @@ def test_a_reader_never_sees_a_word_half_stored() -> None:
     child.join(100)
     assert child.exitcode == 0
     assert seen <= {0, -1, 0x5555555555555555}, sorted(seen)
+
+
+def _words_changed() -> WordsChanged:
+    return _compiled(load_words_changed(), "words_changed", "a poll syncs through MPI and compares a copy")
+
+
+def test_words_changed_reports_a_change_once_and_refuses_what_does_not_match() -> None:
+    words_changed = _words_changed()
+    region = np.zeros(5, np.int64)
+    seen = bytearray(region.tobytes())
+    assert words_changed(region, seen) is False
+    region[3] = -7
+    assert words_changed(region, seen) is True
+    assert bytes(seen) == region.tobytes()  # the copy follows, so the same change is not reported twice
+    assert words_changed(region, seen) is False
+    read_only = bytes(seen)
+    for other_region, other_seen in [
+        (region, bytearray(32)),  # one word short
+        (region[::2], bytearray(24)),  # not contiguous
+        (np.zeros(10, np.uint8)[1:9], bytearray(8)),  # not aligned
+        (region, read_only),  # the copy must be writable
+    ]:
+        with pytest.raises((ValueError, TypeError, BufferError)):
+            words_changed(other_region, other_seen)
+    assert bytes(seen) == region.tobytes()
+
+
+def _add_to_words(memory: mmap.mmap, rounds: int) -> None:
+    atomics = load_compiled()
+    assert atomics is not None
+    base = np.frombuffer(memory, np.int64).ctypes.data
+    for i in range(rounds):
+        atomics.fetch_add(base + 8 * (i % 4), 1, SEQ_CST)
+
+
+@pytest.mark.timeout(120)
+def test_words_changed_sees_every_word_another_process_adds_to() -> None:
+    """A process adding to four shared words while this one polls them: every look that finds a
+    change finds the words grown (none half-written, none going back), and the last look after
+    the writer ended finds the final counts."""
+    words_changed = _words_changed()
+    memory = mmap.mmap(-1, 32)
+    region = np.frombuffer(memory, np.int64)
+    seen = bytearray(32)
+    copy = np.frombuffer(seen, np.int64)
+    child = multiprocessing.get_context("fork").Process(target=_add_to_words, args=(memory, 200000))
+    child.start()
+    last = copy.copy()
+    changes = 0
+    while child.is_alive():
+        if words_changed(region, seen):
+            changes += 1
+            assert (copy >= last).all() and (copy <= 50000).all(), (last, copy)
+            last = copy.copy()
+    child.join(100)
+    assert child.exitcode == 0
+    words_changed(region, seen)
+    assert copy.tolist() == [50000] * 4 and changes > 0
 
 
 def test_a_missing_library_gives_none() -> None:

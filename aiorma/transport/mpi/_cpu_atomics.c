@@ -9,9 +9,10 @@
  * Values are taken modulo 2**64 and read back as signed: the words wrap like int64, as they do
  * through ctypes.  The interpreter lock is held throughout: one instruction needs no letting go.
  *
- * Two more, which the ctypes form has no counterpart of: store_words, a small put as word stores
- * into a peer's mapped memory (without it, puts stay MPI's), and accumulate_elements, the accumulate
- * family into a window's memory under a lock word of its target's (without it, MPI's).
+ * Three more, which the ctypes form has no counterpart of: store_words, a small put as word stores
+ * into a peer's mapped memory (without it, puts stay MPI's), accumulate_elements, the accumulate
+ * family into a window's memory under a lock word of its target's (without it, MPI's), and
+ * words_changed, a poll's look at a control region (without it, MPI_Win_sync and a copy).
  */
 /* The accumulate loops below vectorize at -O3 (the build's flags are -O2 for every extension). */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -418,6 +419,53 @@ accumulate_elements(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* words_changed(region, seen): whether the int64 words of ``region`` differ from ``seen`` (both
+ * C-contiguous, as long, 8-byte aligned, ``seen`` writable); if they do, ``seen`` becomes their
+ * copy.  The region is this rank's control words, which peers of this node change only with the
+ * CPU's atomics: an acquire fence, then one relaxed load per word, sees every change made before
+ * it (what MPI_Win_sync gives a reader in the unified model, without an MPI call per window and
+ * poll), and never half of a word. */
+static PyObject *
+words_changed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "words_changed() takes (region, seen)");
+        return NULL;
+    }
+    Py_buffer region, seen;
+    if (PyObject_GetBuffer(args[0], &region, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &seen, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&region);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (region.len != seen.len || (((uintptr_t)region.buf | (uintptr_t)seen.buf | (uintptr_t)region.len) & 7) != 0) {
+        PyErr_Format(PyExc_ValueError, "words_changed(): two aligned buffers of as many words are required "
+                     "(%zd and %zd bytes)", region.len, seen.len);
+        goto done;
+    }
+    {
+        const int64_t *words = (const int64_t *)region.buf;
+        int64_t *copy = (int64_t *)seen.buf;
+        Py_ssize_t n = region.len / 8;
+        int changed = 0;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t word = __atomic_load_n(&words[i], __ATOMIC_RELAXED);
+            if (word != copy[i]) {
+                copy[i] = word;
+                changed = 1;
+            }
+        }
+        result = PyBool_FromLong(changed);
+    }
+done:
+    PyBuffer_Release(&seen);
+    PyBuffer_Release(&region);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"exchange", (PyCFunction)(void (*)(void))exchange, METH_FASTCALL,
      "exchange(address, value, order=5): store value; the old value."},
@@ -431,6 +479,9 @@ static PyMethodDef methods[] = {
     {"store_words", (PyCFunction)(void (*)(void))store_words, METH_FASTCALL,
      "store_words(destination, offset, source): the bytes of source into destination from byte "
      "offset on, each aligned 8-byte word by one store."},
+    {"words_changed", (PyCFunction)(void (*)(void))words_changed, METH_FASTCALL,
+     "words_changed(region, seen): whether the words of region differ from seen; if so seen "
+     "becomes their copy."},
     {"accumulate_elements", (PyCFunction)(void (*)(void))accumulate_elements, METH_FASTCALL,
      "accumulate_elements(address, type, op, origin, result, compare, gate): MPI's accumulate "
      "family on the elements at address, under the target's gate word; old values into result."},

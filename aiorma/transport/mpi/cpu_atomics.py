@@ -142,6 +142,22 @@ def load_word_stores() -> WordStores | None:
     return None if compiled is None else compiled.store_words  # type: ignore[no-any-return]
 
 
+class WordsChanged(Protocol):
+    """``words_changed(region, seen)``: whether the int64 words of ``region`` (this rank's control
+    words, which peers change only with the CPU's atomics) differ from ``seen``, its copy as last
+    looked at; if they do, ``seen`` becomes their copy.  No MPI call: an acquire fence and one load
+    per word."""
+
+    def __call__(self, region: object, seen: object, /) -> bool: ...
+
+
+def load_words_changed() -> WordsChanged | None:
+    """The compiled form's ``words_changed``, or None (the ctypes form has none: a poll then
+    synchronizes the window through MPI and compares a copy)."""
+    compiled = _native.compiled_extension(COMPILED)
+    return None if compiled is None else compiled.words_changed  # type: ignore[no-any-return]
+
+
 #: The element types of the compiled ``accumulate_elements`` (``TYPE_*`` in ``_cpu_atomics.c``), by
 #: numpy kind and size: integers, bool as a byte, datetimes and durations as their int64 counts
 #: (as MPI computes them), float32 and float64.  Others (complex, float16, strings, records,

@@ -57,9 +57,11 @@ from .cpu_atomics import (
     SEQ_CST,
     Accumulator,
     Atomics,
+    WordsChanged,
     WordStores,
     load_accumulator,
     load_word_stores,
+    load_words_changed,
 )
 from .cpu_atomics import load as load_cpu_atomics
 from .cross_memory import ReadFailed
@@ -163,8 +165,12 @@ class MpiEndpoint(EndpointBase):
         # for windows whose ranks all agree to (aiorma.transport.mpi.windows.open_window); only
         # where the control words' atomics are the CPU's (every rank on this node).
         self._accumulate_elements: Accumulator | None = None
+        # A poll's look at a control region that only the CPU's atomics change: a fence and a
+        # load per word, instead of MPI_Win_sync and a copy of the region per window.
+        self._words_changed: WordsChanged | None = None
         if self._atomics is not None:
             self._accumulate_elements = load_accumulator()
+            self._words_changed = load_words_changed()
         if not multiple:
             raise RuntimeError(
                 "aiorma's MPI transport needs MPI_THREAD_MULTIPLE (mpi4py's default thread level)"
@@ -908,11 +914,17 @@ class MpiEndpoint(EndpointBase):
             if departure is not None:  # the driver keeps the first failure only
                 sink.peer_departed(*departure)
                 active = True
+            words_changed = self._words_changed
             for win_id, window in list(self._watched.items()):
-                window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
-                raw = window.control.tobytes()
-                if raw != window.seen:
-                    window.seen = raw
+                if words_changed is not None and window.control_addresses is not None:
+                    changed = words_changed(window.control, window.seen)
+                else:
+                    window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
+                    raw = window.control.tobytes()
+                    changed = raw != window.seen
+                    if changed:
+                        window.seen[:] = raw
+                if changed:
                     sink.control_changed(win_id)
                     active = True
         except RmaFailure:

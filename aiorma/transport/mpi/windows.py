@@ -28,7 +28,7 @@ class MpiWindow:
     owns_datatype: bool
     ctrl: MPI.Win
     control: np.ndarray
-    seen: bytes  # the control region as last reported to the sink
+    seen: bytearray  # the control region as last reported to the sink (a copy)
     notify: bool  # ring a target after each flush towards it (collectives' flag windows)
     #: Each rank's data memory as this process may load and store it (ranks of this node, for an
     #: allocated window: MPI's Win_shared_query), else None.
@@ -163,7 +163,7 @@ def open_window(
                 gate_addresses = [address + 8 * control_words for address in mapped]
     window = MpiWindow(
         win_id, win, local, memory is None, datatype, units, owned,
-        ctrl, control, control.tobytes(), notify, shared, shared_control, addresses,
+        ctrl, control, bytearray(control.tobytes()), notify, shared, shared_control, addresses,
         data_addresses, gate_addresses, type_code if data_addresses is not None else 0, dtype.itemsize,
     )  # fmt: skip
     return window, counts
