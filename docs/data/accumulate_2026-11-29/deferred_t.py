@@ -1,6 +1,8 @@
 import sys, time, faulthandler, numpy as np, aiorma
 faulthandler.dump_traceback_later(60, exit=True)
 N = int(sys.argv[1])
+import gc, os
+if os.environ.get("NOGC"): gc.disable()
 async def main(comm):
     win = await comm.win_allocate(4096, np.int64)
     vals = np.ones(32, np.int64)
