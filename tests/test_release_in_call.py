@@ -62,6 +62,25 @@ class _PolledEndpoint(LocalEndpoint):
                 self.sink.control_changed(win_id)
         return bool(windows)
 
+    def look_control(self, win_id: int) -> bool:
+        """A look at the rank's own words: the hand-offs that have landed in its memory
+        (``landed_handoffs``), even those a poll does not deliver yet."""
+        network: _PolledNetwork = self.network  # type: ignore[assignment]
+        if not network.landed_handoffs:
+            return False
+        queue = network.undelivered[self.rank]
+        landed = [
+            w
+            for w in queue
+            if w[0] == win_id and ControlLayout(self.size).word_of(w[1])[0] is Word.LOCK_HANDOFF
+        ]
+        for write in landed:
+            queue.remove(write)
+            network._apply_write(self.rank, *write, report=False)
+        if landed and self.sink is not None:
+            self.sink.control_changed(win_id)
+        return bool(landed)
+
     def poll_need(self) -> PollNeed:
         return PollNeed.IDLE
 
@@ -74,6 +93,7 @@ class _PolledNetwork(LocalNetwork):
         self.hold_links = True  # successors' LOCK_NEXT writes stay in flight until cleared
         self.hold_handoffs = False  # the same for lock hand-offs (LOCK_HANDOFF)
         self.held_words: set[Word] = set()  # and for these words
+        self.landed_handoffs = False  # held hand-offs are in memory: a look sees them, a poll not
         super().__init__(size)
         self.endpoints = [_PolledEndpoint(self, rank) for rank in range(size)]
 
@@ -152,6 +172,46 @@ def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -
             time.sleep(1e-3)
             put = win.put(np.full(1, 2, np.int64), 2, 1)
             outcome = (first.done(), second.done(), put.done())
+            await win.unlock(2)
+        await comm.barrier()
+        await win.free()
+        return outcome
+
+    assert _run(main, network)[1] == (True, True, True)
+
+
+def test_a_call_looks_at_its_control_words_between_polls() -> None:
+    # Found by bench transactions (2 ranks, blocking: a lock idle between a release and the next
+    # holder's grant as long as it was held): the successor, queued and issuing its epoch's
+    # calls, saw the hand-off only at a poll, at most one per 50 µs of calls.  The hand-off lands
+    # in its memory at once on one node, where a look at the words costs one C call; here it
+    # has landed but no poll delivers it, so only a look made by the call can act on it.
+    holding, queued, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    network = _PolledNetwork(3)
+    network.hold_links = False
+
+    async def main(comm: aiorma.Comm) -> Any:
+        win = await comm.win_allocate(4, np.int64)
+        outcome = None
+        if comm.rank == 0:
+            await win.lock(2)
+            holding.set()
+            await queued.wait()
+            network.hold_handoffs = True
+            await win.unlock(2)
+            released.set()
+        elif comm.rank == 1:
+            await holding.wait()
+            first = win.lock(2)  # queued behind rank 0
+            win.put(np.ones(1, np.int64), 2, 0)
+            win.unlock(2)
+            second = win.lock(2)
+            queued.set()
+            await released.wait()
+            network.landed_handoffs = True
+            put = win.put(np.full(1, 2, np.int64), 2, 1)
+            outcome = (first.done(), second.done(), put.done())
+            network.hold_handoffs = False
             await win.unlock(2)
         await comm.barrier()
         await win.free()

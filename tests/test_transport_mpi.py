@@ -52,6 +52,11 @@ def test_control_atomics_lose_no_update(nprocs: int, inline: bool, emulate_nodes
         assert report["cpu_atomics"] is cpu, report
         mpi_atomics = {"Fetch_and_op", "Compare_and_swap", "Rget_accumulate"} & set(report["calls"])
         assert bool(mpi_atomics) is not cpu, report
+    # The look without a poll: where only the CPU's atomics write the control words, it sees rank
+    # 1's add once, reported as a poll reports it; elsewhere it declines, and a poll finds the add.
+    look = root["look"]
+    assert look["looked"] is root["cpu_atomics"] and look["again"] is False, look
+    assert look["reported"] == ([7] if look["looked"] else []) and look["word"] == 1, look
 
 
 DATA_ATOMICS = Path(__file__).parent / "mpi_scripts" / "data_atomics.py"

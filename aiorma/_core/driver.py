@@ -200,12 +200,19 @@ class ProgressDriver:
                 # written (a fence or post notice): then the op is issued inside this call.
                 engine.grant_look_wanted = False
                 self.poll_turn()
-            if engine.lock_words_awaited and _perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL:
+            if (
+                engine.lock_words_awaited
+                and not self._calls.look_control(win_id)
+                and _perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL
+            ):
                 # A lock request of ours waits for a peer's hand-off (or drain), and the program
                 # calls rather than awaits: look now, as MPI's calls drive its progress.  A
                 # hand-off seen only at the next await would hold every peer queued behind us for
-                # as long as the program keeps issuing (a convoy).  (Not while an atomic is
-                # merely in flight: its answer is no one else's wait.)
+                # as long as the program keeps issuing (a convoy), and the lock is the workload's
+                # bottleneck.  So at every call a look at the window's own control words, where
+                # it costs a C call (a change found is fed to the engine at once), and a poll of
+                # the transport at most once per interval.  (Not while an atomic is merely in
+                # flight: its answer is no one else's wait.)
                 self.poll_turn()
         if finished:
             # (Indexing, then clear: compiled, ``dict.pop`` is a generic method call.)

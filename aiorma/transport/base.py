@@ -165,6 +165,13 @@ class EndpointBase:
     def poll(self) -> bool:
         raise NotImplementedError
 
+    def look_control(self, win_id: int) -> bool:
+        """Look at window ``win_id``'s control region without driving the transport: True when
+        a word changed since the last look or poll (reported to the sink as :meth:`poll` reports
+        it), False when none did or the endpoint cannot look without polling.  A call made
+        while a lock request waits for a peer's write takes it as often as it likes."""
+        return False
+
     def post_words(self, win_id: int, target: int, disp: int, words: np.ndarray | int) -> bool:
         raise NotImplementedError
 

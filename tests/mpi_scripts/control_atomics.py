@@ -4,7 +4,8 @@ Every rank, concurrently, adds 1 to rank 0's word 0 ``ADDS`` times (fetch-and-ad
 by one ``CASES`` times with compare-and-swap loops, swaps its own marks into word 2, and raises
 word 3 with max fetches; after a barrier rank 0 checks the sums are exact, and every rank checks
 that the old values it fetched from word 0 are distinct (each add saw a different count) and that
-the swaps hand on every mark exactly once.  Also reports which kind of atomic served the words (MPI's
+the swaps hand on every mark exactly once.  Then rank 0 looks at its control words without a poll
+(``look_control``) after rank 1 added to one.  Also reports which kind of atomic served the words (MPI's
 calls recorded on the control window, or none: the CPU's own), for the test to compare with what the
 endpoint should have chosen.
 
@@ -94,6 +95,21 @@ async def main() -> None:
             marks_once=marks == list(range(1, size * SWAPS + 1)),
             adds_all=sorted(a for got in all_added for a in got) == list(range(size * ADDS)),
         )
+    # A look at one window's control words without a poll (look_control): after every rank's
+    # atomics above (the barrier), rank 1 adds to rank 0's word 4; rank 0 looks once, and again.
+    ep.poll()  # what the atomics above changed, seen: only rank 1's add is new to the look
+    sink.changed.clear()
+    await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
+    if rank == 1:
+        ep.control_write(WIN, 0, 4, AtomicOp.SUM, 1)
+        await poll_until(ep, lambda: not ep._writes)  # another node: complete when rank 0 served it
+    await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
+    if rank == 0:
+        looked, reported, again = ep.look_control(WIN), list(sink.changed), ep.look_control(WIN)
+        if not looked:  # nothing mapped: a poll finds it
+            await poll_until(ep, lambda: WIN in sink.changed)
+        word = int(window.control[4])
+        report["look"] = {"looked": looked, "reported": reported, "again": again, "word": word}
     await asyncio.get_running_loop().run_in_executor(None, MPI.COMM_WORLD.Barrier)
     await ep.free_window(WIN)
     await ep.close()

@@ -933,6 +933,21 @@ class MpiEndpoint(EndpointBase):
             raise TransportError(f"poll: {exc}") from exc
         return active
 
+    def look_control(self, win_id: int) -> bool:
+        """The poll's look at one window's control region, alone: where only the CPU's atomics
+        write it (every rank on this node), one C call; elsewhere False — what MPI must deliver
+        needs a poll."""
+        window = self._watched.get(win_id)
+        words_changed = self._words_changed
+        if window is None or words_changed is None or window.control_addresses is None or self._closed:
+            return False
+        if not words_changed(window.control, window.seen):
+            return False
+        sink = self._sink
+        assert sink is not None
+        sink.control_changed(win_id)
+        return True
+
     def _peer_lost(self, rank: int, cause: BaseException | None = None) -> None:
         """Peer ``rank``'s process ended without leaving aiorma: a ring neighbour's connection
         ended without a goodbye (:class:`~aiorma.transport.liveness.RingLiveness`), or an
