@@ -11,6 +11,7 @@ decides how an await waits; the driver is what it polls).
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -35,6 +36,7 @@ _LINK_PATIENCE: Final = 2e-4
 _CALL_POLL_INTERVAL: Final = 5e-5
 #: The clock, a static of the compiled module: no look-up of ``time`` and its attribute per call.
 _perf_counter: Final = time.perf_counter
+_sched_yield: Final = os.sched_yield
 
 
 class _EngineIO(EngineIO):
@@ -200,11 +202,7 @@ class ProgressDriver:
                 # written (a fence or post notice): then the op is issued inside this call.
                 engine.grant_look_wanted = False
                 self.poll_turn()
-            if (
-                engine.lock_words_awaited
-                and not self._calls.look_control(win_id)
-                and _perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL
-            ):
+            if engine.lock_words_awaited and not self._calls.look_control(win_id):
                 # A lock request of ours waits for a peer's hand-off (or drain), and the program
                 # calls rather than awaits: look now, as MPI's calls drive its progress.  A
                 # hand-off seen only at the next await would hold every peer queued behind us for
@@ -212,8 +210,14 @@ class ProgressDriver:
                 # bottleneck.  So at every call a look at the window's own control words, where
                 # it costs a C call (a change found is fed to the engine at once), and a poll of
                 # the transport at most once per interval.  (Not while an atomic is merely in
-                # flight: its answer is no one else's wait.)
-                self.poll_turn()
+                # flight: its answer is no one else's wait.)  Where ranks outnumber cores, the
+                # peer we wait for may be off its core while we issue (a scheduler slice is
+                # milliseconds): between polls, hand the core on (sched_yield), as the inline
+                # wait does between its polls, so that the holder runs and hands off.
+                if _perf_counter() - self._polled_at >= _CALL_POLL_INTERVAL:
+                    self.poll_turn()
+                elif self.waiter.oversubscribed:
+                    _sched_yield()
         if finished:
             # (Indexing, then clear: compiled, ``dict.pop`` is a generic method call.)
             key = token_key(win_id, token)
