@@ -132,6 +132,9 @@ class LockEngine:
     #: the last reader's drain (Hold.DRAINING) — kept by them: whoever is queued behind such a
     #: request waits for this rank to see that word.
     lock_words_awaited: int
+    #: Hand-offs written (the head given to a successor), counted by the requests; the engine's
+    #: owner reads and clears it.
+    handoffs_given: int
 
     def control_fetch(
         self, dest: int, index: int, op: AtomicOp, value: int, compare: int, then: Callable[[int], None]
@@ -300,6 +303,7 @@ class QueueLock:
         successor = int(self.io.control[self._next]) - self.counts.linked
         self.counts.linked += successor
         self.io.control_write(successor - 1, self.io.layout.index(_LOCK_HANDOFF, self.target), _SUM, 1)
+        self.io.handoffs_given += 1
         self.head = _HEAD_PASSED
         self._check_done()
 

@@ -165,6 +165,11 @@ class WindowEngine(LockEngine):
         #: driver's calls poll meanwhile (at most once per 50 µs), for whoever is queued behind
         #: them.
         self.lock_words_awaited = 0
+        #: Lock hand-offs this engine wrote since the driver last looked (a successor named in
+        #: our ``LOCK_NEXT`` was given the head): where ranks outnumber cores, the driver hands
+        #: the core on after the call that made them (one made by a poll: at the next call), so
+        #: that the successor can use the lock.
+        self.handoffs_given = 0
         #: An RMA call was recorded for a fence or GATS target not yet granted: the driver polls
         #: once before that call returns, and clears it.
         self.grant_look_wanted = False
