@@ -143,9 +143,12 @@ def test_unlock_finishes_its_release_inside_the_call() -> None:
     assert _run(main, network)[0] is True
 
 
-def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -> None:
+def _handed_off_while_issuing(network: _PolledNetwork, land: Callable[[], None]) -> tuple[bool, ...]:
+    """Rank 1 queues a lock epoch and a second one behind rank 0's lock, which rank 0 then
+    releases with its hand-off held in flight; ``land()`` lets the hand-off land (in whatever
+    way the test says), rank 1 calls once more without awaiting: whether its two lock requests
+    and that call's put are done after the call."""
     holding, queued, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    network = _PolledNetwork(3)
     network.hold_links = False
 
     async def main(comm: aiorma.Comm) -> Any:
@@ -166,49 +169,7 @@ def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -
             second = win.lock(2)  # deferred: activation is serial
             queued.set()
             await released.wait()
-            network.hold_handoffs = False  # the hand-off has landed; only a poll sees it
-            # The program computes (no await: nobody polls) for longer than a call waits between
-            # two of its polls, then calls.
-            time.sleep(1e-3)
-            put = win.put(np.full(1, 2, np.int64), 2, 1)
-            outcome = (first.done(), second.done(), put.done())
-            await win.unlock(2)
-        await comm.barrier()
-        await win.free()
-        return outcome
-
-    assert _run(main, network)[1] == (True, True, True)
-
-
-def test_a_call_looks_at_its_control_words_between_polls() -> None:
-    # Found by bench transactions (2 ranks, blocking: a lock idle between a release and the next
-    # holder's grant as long as it was held): the successor, queued and issuing its epoch's
-    # calls, saw the hand-off only at a poll, at most one per 50 µs of calls.  The hand-off lands
-    # in its memory at once on one node, where a look at the words costs one C call; here it
-    # has landed but no poll delivers it, so only a look made by the call can act on it.
-    holding, queued, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    network = _PolledNetwork(3)
-    network.hold_links = False
-
-    async def main(comm: aiorma.Comm) -> Any:
-        win = await comm.win_allocate(4, np.int64)
-        outcome = None
-        if comm.rank == 0:
-            await win.lock(2)
-            holding.set()
-            await queued.wait()
-            network.hold_handoffs = True
-            await win.unlock(2)
-            released.set()
-        elif comm.rank == 1:
-            await holding.wait()
-            first = win.lock(2)  # queued behind rank 0
-            win.put(np.ones(1, np.int64), 2, 0)
-            win.unlock(2)
-            second = win.lock(2)
-            queued.set()
-            await released.wait()
-            network.landed_handoffs = True
+            land()
             put = win.put(np.full(1, 2, np.int64), 2, 1)
             outcome = (first.done(), second.done(), put.done())
             network.hold_handoffs = False
@@ -217,7 +178,33 @@ def test_a_call_looks_at_its_control_words_between_polls() -> None:
         await win.free()
         return outcome
 
-    assert _run(main, network)[1] == (True, True, True)
+    return tuple(_run(main, network)[1])
+
+
+def test_a_call_made_while_a_lock_request_waits_acts_on_its_arrived_hand_off() -> None:
+    network = _PolledNetwork(3)
+
+    def land() -> None:
+        network.hold_handoffs = False  # the hand-off has landed; only a poll sees it
+        # The program computes (no await: nobody polls) for longer than a call waits between
+        # two of its polls, then calls.
+        time.sleep(1e-3)
+
+    assert _handed_off_while_issuing(network, land) == (True, True, True)
+
+
+def test_a_call_looks_at_its_control_words_between_polls() -> None:
+    # Found by bench transactions (2 ranks, blocking: a lock idle between a release and the next
+    # holder's grant as long as it was held): the successor, queued and issuing its epoch's
+    # calls, saw the hand-off only at a poll, at most one per 50 µs of calls.  The hand-off lands
+    # in its memory at once on one node, where a look at the words costs one C call; here it
+    # has landed but no poll delivers it, so only a look made by the call can act on it.
+    network = _PolledNetwork(3)
+
+    def land() -> None:
+        network.landed_handoffs = True
+
+    assert _handed_off_while_issuing(network, land) == (True, True, True)
 
 
 def test_a_put_in_a_fence_epoch_is_issued_in_the_call_once_the_target_has_opened() -> None:
