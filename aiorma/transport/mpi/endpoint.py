@@ -914,11 +914,9 @@ class MpiEndpoint(EndpointBase):
             if departure is not None:  # the driver keeps the first failure only
                 sink.peer_departed(*departure)
                 active = True
-            words_changed = self._words_changed
             for win_id, window in list(self._watched.items()):
-                if words_changed is not None and window.control_addresses is not None:
-                    changed = words_changed(window.control, window.seen)
-                else:
+                changed = self._looked(window)
+                if changed is None:
                     window.ctrl.Sync()  # peers' atomics visible to our loads (unified memory model)
                     raw = window.control.tobytes()
                     changed = raw != window.seen
@@ -934,19 +932,25 @@ class MpiEndpoint(EndpointBase):
         return active
 
     def look_control(self, win_id: int) -> bool:
-        """The poll's look at one window's control region, alone: where only the CPU's atomics
-        write it (every rank on this node), one C call; elsewhere False — what MPI must deliver
-        needs a poll."""
+        """The poll's look at one window's control region, alone (:meth:`_looked`); False where
+        it needs MPI — what MPI must deliver needs a poll."""
         window = self._watched.get(win_id)
-        words_changed = self._words_changed
-        if window is None or words_changed is None or window.control_addresses is None or self._closed:
-            return False
-        if not words_changed(window.control, window.seen):
+        if window is None or self._closed or not self._looked(window):
             return False
         sink = self._sink
         assert sink is not None
         sink.control_changed(win_id)
         return True
+
+    def _looked(self, window: MpiWindow) -> bool | None:
+        """Whether ``window``'s control words changed since they were last looked at, seen by
+        the CPU alone (one C call: a fence and a load per word) where only the CPU's atomics
+        write them (every rank on this node); None elsewhere, where MPI must make the peers'
+        writes visible (``Win_sync``) before a load sees them."""
+        words_changed = self._words_changed
+        if words_changed is None or window.control_addresses is None:
+            return None
+        return words_changed(window.control, window.seen)
 
     def _peer_lost(self, rank: int, cause: BaseException | None = None) -> None:
         """Peer ``rank``'s process ended without leaving aiorma: a ring neighbour's connection
