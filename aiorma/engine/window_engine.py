@@ -116,6 +116,11 @@ _NO_OVERLAPS: Final[frozenset[int]] = frozenset()
 _epoch_id: Final = operator.attrgetter("id")
 
 
+def _passive(kind: EpochKind) -> bool:
+    """``kind in PASSIVE_KINDS``, by identity: no hash of an enum member on the hot path."""
+    return kind is _EPOCH_KIND_LOCK or kind is _EPOCH_KIND_LOCK_ALL
+
+
 class WindowEngine(LockEngine):
     """Epoch state machines, activation rules, matching and the lock protocol of one window."""
 
@@ -897,7 +902,7 @@ class WindowEngine(LockEngine):
                     continue
                 # An empty GATS access sends its "done" without waiting for the grant: a late post
                 # then costs this origin nothing (the target's counter remembers the done).
-                needs_grant = bool(access.op_count) or epoch.kind in PASSIVE_KINDS
+                needs_grant = bool(access.op_count) or _passive(epoch.kind)
                 if needs_grant and phase not in GRANTED_PHASES:
                     finished = False
                     continue
@@ -966,10 +971,14 @@ class WindowEngine(LockEngine):
     # ------------------------------------------------------------------------ helpers
 
     def _access_epoch_for(self, target: int, *, passive_only: bool = False) -> Epoch | None:
-        for epoch in reversed(self._open.values()):  # rule 3: the most recently opened
-            if target in epoch.access and (not passive_only or epoch.kind in PASSIVE_KINDS):
-                return epoch
-        return None
+        # Rule 3: the most recently opened.  A forward scan keeping the last match: a few open
+        # epochs at most, and the compiled loop over a dict's values costs no iterator object,
+        # where reversed() makes two on every RMA call.
+        found = None
+        for epoch in self._open.values():
+            if target in epoch.access and (not passive_only or _passive(epoch.kind)):
+                found = epoch
+        return found
 
     def _live_of(self, kind: EpochKind) -> list[Epoch]:
         """The active epochs of ``kind`` (deferred ones wait for activation, not for events)."""

@@ -225,12 +225,15 @@ async def main(out_dir: Path) -> None:
     ctrl, window.ctrl = window.ctrl, RecordingWin(window.ctrl)
     ep.control_write(CREATED, right, 0, AtomicOp.MAX, 7)
     ep.control_write(CREATED, right, 0, AtomicOp.MAX, 3)  # max: never lowers it
-    # On this node a max (a word with one writer) is a store into the peer's control region,
-    # mapped here: no atomic.
+    # On this node a max (a word with one writer) is the CPU's own atomic where every control
+    # word is (no MPI call), else a store into the peer's control region, mapped here, between
+    # two Win_sync: no MPI atomic.
     on_node = window.shared_control[right] is not None
     if right != rank and MAPS_MEMORY:  # mapped exactly when the peer is on this node
         assert on_node == (os.environ.get("MPIR_CVAR_NOLOCAL") != "1"), window.shared_control
-    if on_node:
+    if window.control_addresses is not None:
+        assert window.ctrl.calls == [], window.ctrl.calls
+    elif on_node:
         assert window.ctrl.calls == ["Sync"] * 4, window.ctrl.calls
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)  # to self
     ep.control_write(CREATED, rank, 1, AtomicOp.SUM, 2)
@@ -287,12 +290,15 @@ async def main(out_dir: Path) -> None:
     MPI.COMM_WORLD.Barrier()  # every rank's words are in (or were declined)
     if ep.stores_words_whole(left):
         assert layout4.memory.tolist() == (np.arange(5) + 1000 * left).tolist(), layout4.memory
-    # One word given as an int (a signal's value): one element store into mapped memory, else a
-    # put as above; declined where no put keeps a word whole.
+    # One word given as an int (a signal's value): one locked exchange where the CPU serves the
+    # window's accumulates (no MPI call), else one element store into mapped memory and Win_sync,
+    # else a put as above; declined where no put keeps a word whole.
     MPI.COMM_WORLD.Barrier()  # every rank has looked at the words above
     window.win = RecordingWin(win)
     written = ep.put_word_flushed(UNWATCHED, right, 4, -7 - 1000 * rank)
-    if shared is not None:
+    if shared is not None and window.data_addresses is not None:
+        assert written and window.win.calls == [], window.win.calls
+    elif shared is not None:
         assert written and window.win.calls == ["Sync"], window.win.calls
     elif ep.stores_words_whole(right):
         assert written and window.win.calls.count("Put") == 1, window.win.calls

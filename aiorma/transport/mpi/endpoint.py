@@ -692,6 +692,14 @@ class MpiEndpoint(EndpointBase):
                 # so these stores land after it; Win_sync is MPI's memory barrier for memory
                 # shared this way: what a later store (a flag) publishes is visible first.
                 if isinstance(data, int):
+                    addresses = window.data_addresses
+                    if addresses is not None and self._atomics is not None:
+                        # Where the CPU serves this window's atomics, one locked exchange: the
+                        # store and the barrier that Win_sync below would add, in one C call.
+                        self._atomics.exchange(addresses[target] + 8 * disp, data, SEQ_CST)
+                        if window.notify:
+                            self._doorbell.ring(target)
+                        return True
                     memory[disp] = data  # one word: one aligned 8-byte store, as below
                 elif words:
                     # Words read while they land: one aligned 8-byte store each (the compiled
@@ -739,10 +747,10 @@ class MpiEndpoint(EndpointBase):
     def control_write(self, win_id: int, dest: int, index: int, op: AtomicOp, value: int) -> None:
         """Apply ``op`` (max or sum) to ``dest``'s control word ``index`` and ring ``dest``.
 
-        On this node a max is a store into ``dest``'s control region, mapped here (MPI-4's
-        ``Win_shared_query``), and a sum the CPU's atomic add there when every rank is on this
-        node (:mod:`~aiorma.transport.mpi.cpu_atomics`), else an ``Accumulate`` into shared
-        memory; each is applied inside the call.  Towards
+        When every rank is on this node, either is the CPU's own atomic on ``dest``'s control
+        region, mapped here (:mod:`~aiorma.transport.mpi.cpu_atomics`); else, on this node, a max
+        is a store there (MPI-4's ``Win_shared_query``) between two ``Win_sync``, a sum an
+        ``Accumulate`` into shared memory; each is applied inside the call.  Towards
         another node an accumulate, served by ``dest``'s progress (``Rget_accumulate``, whose
         completion the poll tests), never a plain put of the new value: ``dest`` reads its
         control words while peers write them, and a put's bytes may land there in pieces — a
@@ -752,8 +760,18 @@ class MpiEndpoint(EndpointBase):
         """
         window = self._windows[win_id]
         with map_transport_errors("control write"):
-            words = window.shared_control[dest]
-            if op is _ATOMIC_MAX and words is not None:
+            addresses = window.control_addresses
+            if addresses is not None:
+                # Every control word of this window is the CPU atomics' (see control_fetch): one
+                # locked instruction, which also orders the data written before it (a locked
+                # instruction drains the write-combining buffers of non-temporal copies).
+                atomics = self._atomics
+                assert atomics is not None
+                if op is _ATOMIC_SUM:
+                    atomics.fetch_add(addresses[dest] + 8 * index, value, SEQ_CST)
+                else:
+                    atomics.fetch_max(addresses[dest] + 8 * index, value)
+            elif op is _ATOMIC_MAX and (words := window.shared_control[dest]) is not None:
                 # A max word has one writer, the rank whose slot it is (Endpoint.control_write's
                 # contract), so the value there is the last one we wrote: the max is a load, a
                 # compare and one aligned 8-byte store, which a reader sees whole, old or new.
@@ -763,9 +781,6 @@ class MpiEndpoint(EndpointBase):
                 if value > words[index]:
                     words[index] = value
                 window.ctrl.Sync()
-            elif window.control_addresses is not None:
-                assert self._atomics is not None and op is _ATOMIC_SUM
-                self._atomics.fetch_add(window.control_addresses[dest] + 8 * index, value, SEQ_CST)
             elif self._passive[dest]:
                 buf = self._word_buffers[0]
                 buf[0] = value
