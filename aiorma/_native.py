@@ -82,6 +82,8 @@ MODULES: tuple[str, ...] = (
 C_EXTENSIONS: dict[str, str] = {
     # The CPU's atomics on control words: ctypes' call costs more than the lock protocol's steps.
     "aiorma.transport.mpi._cpu_atomics": "transport/mpi/_cpu_atomics.c",
+    # LL words encoded and decoded in one call: the Python codec makes a few numpy objects each.
+    "aiorma.collectives._ll_codec": "collectives/_ll_codec.c",
 }
 
 #: mypyc's group name: the extensions share one library, ``aiorma/_engine__mypyc*.so``.

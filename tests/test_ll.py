@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import aiorma
+from aiorma import _native
 from aiorma.bench._launch import emulation_unavailable
-from aiorma.collectives import landing
+from aiorma.collectives import landing, ll
 from aiorma.collectives.landing import LandingConfig
 from aiorma.collectives.ll import decode, encode, encode_word, flag_of, words_for
 from aiorma.runtime import run_ranks
@@ -69,6 +70,71 @@ def test_a_word_without_the_flag_means_not_landed() -> None:
                 words = encode(data, flag_of(7))
                 words[position] = encode(data[:4], stale_flag)[0]
                 assert decode(words, flag_of(7), nbytes) is None
+
+
+def _compiled_codec() -> Any:
+    """The compiled LL codec; a failure where the build is in use but left none."""
+    if ll.COMPILED is None:
+        if _native.choose().compiled:
+            pytest.fail("the build is in use but left no compiled LL codec")
+        pytest.skip("no build here: the Python codec runs, which the tests above cover")
+    return ll.COMPILED
+
+
+@pytest.mark.parametrize("nbytes", [1, 3, 4, 5, 8, 9, 32, 33, 300, 1024])
+@pytest.mark.parametrize("ordinal", [0, 2**31, 2**32 - 2])
+def test_the_compiled_codec_writes_and_reads_the_python_codecs_words(nbytes: int, ordinal: int) -> None:
+    """The C codec's words are the Python codec's, bit for bit; it decodes them from anywhere in
+    the window's memory, and a word with another flag anywhere leaves the message unlanded and
+    the output untouched (longer than its stack buffer too: 1024 bytes are 256 words)."""
+    codec = _compiled_codec()
+    data = np.random.default_rng(nbytes + ordinal).integers(0, 256, nbytes, dtype=np.uint8)
+    flag = flag_of(ordinal)
+    words = np.zeros(words_for(nbytes), np.int64)
+    assert codec.encode_into(words, data, flag) is None
+    assert words.tobytes() == ll.encode_python(data, flag).tobytes()
+    memory = np.zeros(words.size + 3, np.uint64)
+    memory[2 : 2 + words.size] = words.view(np.uint64)
+    out = np.zeros(nbytes, np.uint8)
+    assert codec.decode_into(out, memory, 2, flag) is True
+    assert out.tobytes() == data.tobytes()
+    for position in sorted({0, words.size // 2, words.size - 1}):
+        stale = memory.copy()
+        stale[2 + position] = ll.encode_python(data[:4], flag_of(ordinal + 1)).view(np.uint64)[0]
+        untouched = np.full(nbytes, 7, np.uint8)
+        assert codec.decode_into(untouched, stale, 2, flag) is False
+        assert (untouched == 7).all()
+
+
+def test_the_compiled_codec_refuses_what_does_not_fit() -> None:
+    codec = _compiled_codec()
+    with pytest.raises(ValueError, match="words"):
+        codec.encode_into(np.zeros(1, np.int64), np.zeros(5, np.uint8), 1)  # 5 bytes: 2 words
+    with pytest.raises(ValueError, match="32-bit"):
+        codec.encode_into(np.zeros(2, np.int64), np.zeros(8, np.uint8), 2**32)
+    with pytest.raises(ValueError, match="words"):
+        codec.decode_into(np.zeros(8, np.uint8), np.zeros(3, np.uint64), 2, 1)  # words 2 and 3 of 3
+    with pytest.raises(ValueError, match="words"):
+        codec.decode_into(np.zeros(8, np.uint8), np.zeros(3, np.uint64), -1, 1)
+    with pytest.raises((BufferError, ValueError)):
+        codec.decode_into(np.zeros(8, np.uint8)[::2], np.zeros(3, np.uint64), 0, 1)
+
+
+@pytest.mark.parametrize("nbytes", [3, 8, 40])
+def test_decode_into_leaves_the_buffer_alone_until_the_message_landed(nbytes: int) -> None:
+    """``decode_into`` (whichever form runs): False and the caller's buffer as it was while a word
+    of the message is missing, True and the payload once all landed."""
+    data = np.arange(1, nbytes + 1, dtype=np.uint8)
+    words = encode(data, flag_of(3))
+    memory = np.zeros(words.size + 1, np.uint64)
+    memory[1:] = words.view(np.uint64)
+    memory[-1] = 0  # the last word not landed yet
+    out = np.full(nbytes, 9, np.uint8)
+    assert ll.decode_into(out, memory, 1, flag_of(3)) is False
+    assert (out == 9).all()
+    memory[-1] = words.view(np.uint64)[-1]
+    assert ll.decode_into(out, memory, 1, flag_of(3)) is True
+    assert out.tobytes() == data.tobytes()
 
 
 def test_flags_never_repeat_on_a_slot_and_are_never_zero() -> None:

@@ -102,7 +102,7 @@ from ..errors import RmaUsageError
 from ..request import Request, finish_as
 from ..win_info import Info
 from ..window import Window
-from .ll import SlotWatcher, decode, encode, encode_word, flag_of, words_for
+from .ll import SlotWatcher, decode_into, encode, encode_word, flag_of, words_for
 from .reduce_ops import combiner
 
 #: Window ids of the landing windows.  They come from the top of the id space so that the ids of
@@ -269,6 +269,8 @@ class Landing:
         self.watcher = MemoryWatcher(flags.memory, world.driver.waiter)
         self.ll_watcher = SlotWatcher(ll.memory, world.driver.waiter)
         self._ll_mem = self.ll_watcher.memory  # the LL window's words as uint64
+        # A decoded LL message's bytes, one buffer per size, reused: its consumer takes it at once.
+        self._ll_payloads: dict[int, np.ndarray] = {}
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
         self._done.set_result(None)
@@ -788,7 +790,7 @@ class Landing:
         hi = lo + words_for(nbytes)
         flag = flag_of(ordinal)
         if self._ll_recv_tail[src].done():
-            payload = decode(self._ll_mem[lo:hi], flag, nbytes)
+            payload = self._ll_payload(lo, flag, nbytes)
             if payload is not None:
                 consume(payload, 0, nbytes)
                 self._ll_consumed(src, ordinal + 1)
@@ -811,12 +813,22 @@ class Landing:
             if not before.done():
                 await asyncio.wait([before])
             flag = flag_of(ordinal)
-            while (payload := decode(self._ll_mem[lo:hi], flag, nbytes)) is None:
+            while (payload := self._ll_payload(lo, flag, nbytes)) is None:
                 await self.ll_watcher.wait_slot(lo, hi, flag)
             consume(payload, 0, nbytes)
             self._ll_consumed(src, ordinal + 1)
         finally:
             done.set_result(None)
+
+    def _ll_payload(self, lo: int, flag: int, nbytes: int) -> np.ndarray | None:
+        """The ``nbytes`` of the LL message in the slot from word ``lo`` on when every word carries
+        ``flag`` (:func:`~.ll.decode_into`), else None.  The bytes are in a buffer this landing
+        reuses for the next message of their size: the caller hands them to its consumer at once,
+        which copies or combines them (as it does a chunk still in a data slot)."""
+        out = self._ll_payloads.get(nbytes)
+        if out is None:
+            out = self._ll_payloads[nbytes] = np.empty(nbytes, np.uint8)
+        return out if decode_into(out, self._ll_mem, lo, flag) else None
 
     def _ll_consumed(self, src: int, consumed: int) -> None:
         """As :meth:`_consumed`, for LL slots: credits go back once every ``L`` messages."""

@@ -14,6 +14,11 @@ Flags are ``(ordinal + 1) mod 2**32`` of the message's per-pair ordinal: never 0
 initial contents) for the first ``2**32 − 1`` messages, and different from the previous message
 that used the slot.
 
+The codec has two forms: a C extension (``_ll_codec.c``, built with the compiled engine and used
+on the same decision, :mod:`aiorma._native`) that encodes a message into a new array and decodes
+one into a buffer of the caller's in one call each, and the Python one below (struct, memoryview or
+numpy by size), which costs a few numpy calls per message — each about a microsecond.
+
 This module is pure data plus a watcher; :mod:`.landing` owns the slots, ordinals and credits.
 """
 
@@ -26,6 +31,7 @@ from typing import Final
 
 import numpy as np
 
+from .. import _native
 from .._core.memcopy import load_words
 from .._core.watch import MemoryWatcher
 
@@ -46,6 +52,10 @@ _HALF: Final = "I"
 # which every 8-byte collective step pays on both sides (docs/benchmarks.md, 2026-11-27 later).
 _TWO_HALVES: Final = struct.Struct("=2I")
 _TWO_WORDS: Final = struct.Struct("=4I")
+_INT64: Final = np.dtype(np.int64)
+#: The compiled codec (``_ll_codec.c``: ``encode_into``, ``decode_into``), or None where the build
+#: left none: the Python forms run.
+COMPILED: Final = _native.compiled_extension("aiorma.collectives._ll_codec")
 
 
 def words_for(nbytes: int) -> int:
@@ -59,8 +69,18 @@ def flag_of(ordinal: int) -> int:
 
 
 def encode(data: np.ndarray, flag: int) -> np.ndarray:
-    """``data`` (1-D uint8) as LL words (int64, the landing window's dtype): each carries 4 bytes
-    of it (zero-padded at the end) and ``flag``."""
+    """``data`` (1-D uint8) as LL words (int64, the landing window's dtype), a new writable
+    array: each carries 4 bytes of it (zero-padded at the end) and ``flag``."""
+    codec = COMPILED
+    if codec is not None:
+        words = np.empty((int(data.size) + 3) // 4, _INT64)
+        codec.encode_into(words, data, flag)
+        return words
+    return encode_python(data, flag)
+
+
+def encode_python(data: np.ndarray, flag: int) -> np.ndarray:
+    """:func:`encode`'s Python form."""
     nbytes = int(data.size)
     if 4 < nbytes <= 8:
         low, high = _TWO_HALVES.unpack(data.tobytes().ljust(8, b"\0"))
@@ -126,6 +146,22 @@ def decode(slot: np.ndarray, flag: int, nbytes: int) -> np.ndarray | None:
     if not bool((halves[_FLAG::2] == flag).all()):
         return None
     return halves[_PAY::2].copy().view(np.uint8)[:nbytes]
+
+
+def decode_into(out: np.ndarray, memory: np.ndarray, word: int, flag: int) -> bool:
+    """True and the payload of the LL message whose words start at ``memory[word]`` (the LL
+    window's memory) in ``out`` (1-D uint8, the message's size) when every word of it carries
+    ``flag``; else False, ``out`` untouched.  Each word is read once, as :func:`decode` does."""
+    codec = COMPILED
+    if codec is not None:
+        landed: bool = codec.decode_into(out, memory, word, flag)
+        return landed
+    nbytes = int(out.size)
+    payload = decode(memory[word : word + words_for(nbytes)], flag, nbytes)
+    if payload is None:
+        return False
+    out[...] = payload
+    return True
 
 
 def _landed(words: np.ndarray, flag: int) -> bool:

@@ -77,8 +77,12 @@ def combiner(
     target = acc if out is None else out
     itemsize = acc.dtype.itemsize
     dtype = acc.dtype
+    nbytes = int(acc.nbytes)
 
     def combine(slot: np.ndarray, lo: int, hi: int) -> None:
+        if lo == 0 and hi == nbytes:  # the whole message at once (a small one): no slices
+            reduce_into(op, acc, slot.view(dtype), incoming_higher, target)
+            return
         a, b = lo // itemsize, hi // itemsize
         reduce_into(op, acc[a:b], slot.view(dtype), incoming_higher, target[a:b])
 
