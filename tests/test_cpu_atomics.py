@@ -151,6 +151,11 @@ def test_word_stores_copy_at_an_offset_and_refuse_what_does_not_fit() -> None:
     raw = np.zeros(11, np.uint8)  # unaligned: a byte copy, same result
     store_words(raw, 3, np.arange(1, 6, dtype=np.uint8))
     assert raw.tolist() == [0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0]
+    store_words(words, 40, np.array([7], np.int64), True)  # the stores, then a full barrier
+    assert words.tolist() == [0, 0, -1, 2**62, 0, 7]
+    words[5] = 0
+    with pytest.raises(TypeError):
+        store_words(words, 0, np.ones(1, np.int64), True, 1)  # type: ignore[call-arg]
     before = words.copy()
     read_only = np.zeros(2, np.int64)
     read_only.flags.writeable = False

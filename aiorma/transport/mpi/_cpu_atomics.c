@@ -122,19 +122,23 @@ fetch_max(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLongLong(old);
 }
 
-/* store_words(destination, offset, source): the bytes of ``source`` into ``destination`` from
- * byte ``offset`` on (both C-contiguous buffers, the destination writable), each aligned 8-byte
- * word by one store of its own.  A put into a peer's memory mapped here, where the peer's readers
+/* store_words(destination, offset, source[, fence]): the bytes of ``source`` into
+ * ``destination`` from byte ``offset`` on (both C-contiguous buffers, the destination writable),
+ * each aligned 8-byte word by one store of its own; with a true ``fence``, a full memory barrier
+ * after them (what MPI_Win_sync is for memory shared this way, without an MPI call).  A put into a peer's memory mapped here, where the peer's readers
  * may load a word while it lands (a signal's words, LL words): a copy by memcpy may move a word
  * in pieces (``rep movsb``, overlapping vector moves), one word store never does.  Unaligned
  * copies (no words to keep whole) are a memcpy. */
 static PyObject *
 store_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "store_words() takes (destination, offset, source)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "store_words() takes (destination, offset, source[, fence])");
         return NULL;
     }
+    int fence = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    if (fence < 0)
+        return NULL;
     Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
     if (offset == -1 && PyErr_Occurred())
         return NULL;
@@ -163,6 +167,8 @@ store_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else {
         memcpy(to, from, (size_t)in.len);
     }
+    if (fence)
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
     PyBuffer_Release(&in);
     PyBuffer_Release(&out);
     Py_RETURN_NONE;
@@ -477,8 +483,8 @@ static PyMethodDef methods[] = {
     {"fetch_max", (PyCFunction)(void (*)(void))fetch_max, METH_FASTCALL,
      "fetch_max(address, value): raise the word to value if it is below; the old value."},
     {"store_words", (PyCFunction)(void (*)(void))store_words, METH_FASTCALL,
-     "store_words(destination, offset, source): the bytes of source into destination from byte "
-     "offset on, each aligned 8-byte word by one store."},
+     "store_words(destination, offset, source, fence=False): the bytes of source into destination "
+     "from byte offset on, each aligned 8-byte word by one store; then a full barrier if fence."},
     {"words_changed", (PyCFunction)(void (*)(void))words_changed, METH_FASTCALL,
      "words_changed(region, seen): whether the words of region differ from seen; if so seen "
      "becomes their copy."},

@@ -128,11 +128,12 @@ def load_compiled() -> Atomics | None:
 
 
 class WordStores(Protocol):
-    """``store_words(destination, offset, source)``: the bytes of ``source`` into ``destination``
-    (C-contiguous buffers) from byte ``offset`` on, each aligned 8-byte word by one store — a
-    peer reading a word while it lands sees it before or after, never half of each."""
+    """``store_words(destination, offset, source[, fence])``: the bytes of ``source`` into
+    ``destination`` (C-contiguous buffers) from byte ``offset`` on, each aligned 8-byte word by one
+    store — a peer reading a word while it lands sees it before or after, never half of each;
+    with a true ``fence``, a full memory barrier after them (``Win_sync``'s, without MPI)."""
 
-    def __call__(self, destination: object, offset: int, source: object, /) -> None: ...
+    def __call__(self, destination: object, offset: int, source: object, fence: bool = False, /) -> None: ...
 
 
 def load_word_stores() -> WordStores | None:

@@ -707,10 +707,13 @@ class MpiEndpoint(EndpointBase):
                     # made in smaller pieces.
                     store_words = self._store_words
                     if store_words is not None and memory.itemsize == 8:
-                        store_words(memory, disp * 8, data)
-                    else:
-                        for i, word in enumerate(data.tolist()):
-                            memory[disp + i] = word
+                        # The barrier in the same C call: Win_sync's, without an MPI call.
+                        store_words(memory, disp * 8, data, True)
+                        if window.notify:
+                            self._doorbell.ring(target)
+                        return True
+                    for i, word in enumerate(data.tolist()):
+                        memory[disp + i] = word
                 else:
                     copy_bytes(memory[disp : disp + data.size], data)
                 win.Sync()
