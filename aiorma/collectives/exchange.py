@@ -42,7 +42,7 @@ import numpy as np
 
 from .._core.memcopy import copy_bytes
 from ..constants import Op
-from .landing import Into
+from .landing import Into, LLReceive
 from .reduce_ops import combiner
 from .runner import FINISHED
 
@@ -306,13 +306,14 @@ class Exchange(Coroutine[Any, Any, None]):
     it: :meth:`send` advances as far as the messages allow and returns the future to wait for
     before calling it again; ``StopIteration`` when the collective is done on this rank."""
 
-    __slots__ = ("_bound", "_error", "_forwards", "_inner", "_next", "_pending")
+    __slots__ = ("_bound", "_error", "_forwards", "_inner", "_next", "_pending", "_stepper")
 
     def __init__(self, bound: Bound) -> None:
         self._bound = bound
         self._next = 0  # the round to issue next
         self._pending: list[asyncio.Future[Any]] = []
         self._inner: Generator[Any, None, Any] | None = None  # the one pending awaitable, stepped in place
+        self._stepper: LLReceive | None = None  # ... or the one pending receive of a small message
         self._forwards: list[list[asyncio.Future[None]]] = []  # forward lists of the round's receives
         self._error: BaseException | None = None
 
@@ -346,6 +347,17 @@ class Exchange(Coroutine[Any, Any, None]):
                 except (Exception, asyncio.CancelledError) as exc:
                     self._inner = None
                     self._error = self._error or exc
+            stepper = self._stepper
+            if stepper is not None:
+                try:
+                    waiting = stepper.step()
+                except (Exception, asyncio.CancelledError) as exc:
+                    waiting = None
+                    self._error = self._error or exc
+                if waiting is not None:
+                    waiting._asyncio_future_blocking = True  # as Future.__await__ yields it
+                    return waiting
+                self._stepper = None
             while pending:
                 future = pending[-1]
                 if not future.done():
@@ -393,6 +405,9 @@ class Exchange(Coroutine[Any, Any, None]):
         place, else raised here; the messages already issued stay issued (the Comm's stream is
         broken by a collective that fails half-way: :mod:`.runner`)."""
         exc = typ if isinstance(typ, BaseException) else (typ() if value is None else value)
+        stepper, self._stepper = self._stepper, None
+        if stepper is not None:
+            stepper.close()
         if self._inner is not None:
             inner, self._inner = self._inner, None
             thrower = getattr(inner, "throw", None)
@@ -404,6 +419,9 @@ class Exchange(Coroutine[Any, Any, None]):
         raise exc
 
     def close(self) -> None:
+        stepper, self._stepper = self._stepper, None
+        if stepper is not None:
+            stepper.close()
         inner, self._inner = self._inner, None
         closer = getattr(inner, "close", None)
         if closer is not None:
@@ -411,8 +429,9 @@ class Exchange(Coroutine[Any, Any, None]):
 
     def _admit(self, issued: list[Awaitable[None]]) -> None:
         """Keep what a round issued and is not finished: futures to wait for, and one other
-        awaitable (a landing coroutine) alone stepped in place — no task, no loop turn — as
-        ``await`` would; with others beside it each becomes a task, so that all of them progress
+        awaitable (a landing coroutine, or a small message's :class:`~.landing.LLReceive`, which
+        :meth:`step` steps itself) alone stepped in place — no task, no loop turn — as ``await``
+        would; with others beside it each becomes a task, so that all of them progress
         while we wait for one (a receive's credits may be what a peer's send to us waits for)."""
         pending = self._pending
         others: list[Awaitable[None]] | None = None
@@ -434,7 +453,11 @@ class Exchange(Coroutine[Any, Any, None]):
         if others is None:
             return
         if len(others) == 1 and not pending:
-            self._inner = others[0].__await__()
+            only = others[0]
+            if type(only) is LLReceive:
+                self._stepper = only  # stepped by step() itself: no generator, no StopIteration
+            else:
+                self._inner = only.__await__()
             return
         for item in others:
             pending.append(asyncio.ensure_future(item))

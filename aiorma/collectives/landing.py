@@ -89,7 +89,8 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
 
 import attrs
 import numpy as np
@@ -789,36 +790,26 @@ class Landing:
         lo = (src * self.ll_slots + ordinal % self.ll_slots) * self.ll_words
         hi = lo + words_for(nbytes)
         flag = flag_of(ordinal)
-        if self._ll_recv_tail[src].done():
+        before = self._ll_recv_tail[src]
+        if before.done():
             payload = self._ll_payload(lo, flag, nbytes)
             if payload is not None:
                 consume(payload, 0, nbytes)
                 self._ll_consumed(src, ordinal + 1)
                 return self._done
-        before, self._ll_recv_tail[src] = self._ll_recv_tail[src], self._loop.create_future()
-        return self._recv_ll_later(src, nbytes, consume, ordinal, lo, hi, before, self._ll_recv_tail[src])
+        done = self._ll_recv_tail[src] = self._loop.create_future()
+        receive = LLReceive(self, src, nbytes, consume, ordinal, lo, hi, done)
+        return receive if before.done() else self._recv_ll_after(before, receive)
 
-    async def _recv_ll_later(
-        self,
-        src: int,
-        nbytes: int,
-        consume: Consume,
-        ordinal: int,
-        lo: int,
-        hi: int,
-        before: asyncio.Future[None],
-        done: asyncio.Future[None],
-    ) -> None:
+    async def _recv_ll_after(self, before: asyncio.Future[None], receive: LLReceive) -> None:
+        """``receive`` once the receive before it from the same source is done (consumption
+        stays in order)."""
         try:
-            if not before.done():
-                await asyncio.wait([before])
-            flag = flag_of(ordinal)
-            while (payload := self._ll_payload(lo, flag, nbytes)) is None:
-                await self.ll_watcher.wait_slot(lo, hi, flag)
-            consume(payload, 0, nbytes)
-            self._ll_consumed(src, ordinal + 1)
-        finally:
-            done.set_result(None)
+            await asyncio.wait([before])
+        except BaseException:
+            receive.close()
+            raise
+        await receive
 
     def _ll_payload(self, lo: int, flag: int, nbytes: int) -> np.ndarray | None:
         """The ``nbytes`` of the LL message in the slot from word ``lo`` on when every word carries
@@ -857,6 +848,87 @@ class Landing:
         value never lands before an earlier one (a notice keeps the order of one word's
         writes)."""
         self._write_words(self._flags.win, dst, index, value)
+
+
+class LLReceive:
+    """The rest of a small message's receive whose words had not all landed at the call: a state
+    machine that an :class:`~.exchange.Exchange` steps in place (:meth:`step`), or an awaitable for
+    any other caller — no coroutine per receive (its frame, and the ``StopIteration`` that ends
+    it, cost more than the steps).  It takes its source's turn: the next receive from that source
+    waits until this one is :meth:`close`-d (consumed, failed or abandoned)."""
+
+    __slots__ = (
+        "_consume",
+        "_done",
+        "_flag",
+        "_hi",
+        "_landing",
+        "_lo",
+        "_nbytes",
+        "_ordinal",
+        "_src",
+        "_waiting",
+    )
+
+    def __init__(
+        self,
+        landing: Landing,
+        src: int,
+        nbytes: int,
+        consume: Consume,
+        ordinal: int,
+        lo: int,
+        hi: int,
+        done: asyncio.Future[None],
+    ) -> None:
+        self._landing = landing
+        self._src = src
+        self._nbytes = nbytes
+        self._consume = consume
+        self._ordinal = ordinal
+        self._flag = flag_of(ordinal)
+        self._lo = lo
+        self._hi = hi
+        self._done = done  # the source's turn, finished by close()
+        self._waiting: asyncio.Future[None] | None = None  # the slot watcher's, while it waits
+
+    def step(self) -> asyncio.Future[None] | None:
+        """Consume the message if every word of it has landed (and send the credit back when
+        due): None.  Else the future to wait for before stepping again.  Raises what the wait
+        or the consumer raised (the receive is then closed)."""
+        waiting = self._waiting
+        if waiting is not None:
+            if not waiting.done():
+                return waiting
+            self._waiting = None
+            try:
+                waiting.result()  # a failed rank fails the watcher's waits
+            except BaseException:
+                self.close()
+                raise
+        landing = self._landing
+        payload = landing._ll_payload(self._lo, self._flag, self._nbytes)
+        if payload is None:
+            self._waiting = waiting = landing.ll_watcher.wait_slot(self._lo, self._hi, self._flag)
+            return waiting
+        try:
+            self._consume(payload, 0, self._nbytes)
+            landing._ll_consumed(self._src, self._ordinal + 1)
+        finally:
+            self.close()
+        return None
+
+    def close(self) -> None:
+        """End this receive's turn: later receives from its source may go on."""
+        if not self._done.done():
+            self._done.set_result(None)
+
+    def __await__(self) -> Generator[Any, None, None]:
+        try:
+            while (waiting := self.step()) is not None:
+                yield from waiting
+        finally:
+            self.close()
 
 
 class Into:
