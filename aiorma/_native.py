@@ -84,6 +84,8 @@ C_EXTENSIONS: dict[str, str] = {
     "aiorma.transport.mpi._cpu_atomics": "transport/mpi/_cpu_atomics.c",
     # LL words encoded and decoded in one call: the Python codec makes a few numpy objects each.
     "aiorma.collectives._ll_codec": "collectives/_ll_codec.c",
+    # A small message combined in one call: numpy's ufunc dispatch costs more than the sum.
+    "aiorma.collectives._combine": "collectives/_combine.c",
 }
 
 #: mypyc's group name: the extensions share one library, ``aiorma/_engine__mypyc*.so``.

@@ -16,6 +16,7 @@ from typing import Final
 
 import numpy as np
 
+from .. import _native
 from ..constants import Op
 
 # The ops a reduction reads on every call, as module constants: reading ``Op.REPLACE`` goes
@@ -38,6 +39,20 @@ _LOGICAL = {
     Op.LAND: np.logical_and,
     Op.LOR: np.logical_or,
     Op.LXOR: np.logical_xor,
+}
+
+
+#: The compiled whole-message step (``_combine.c``: ``combine_into``), or None where the build left
+#: none: numpy's ufuncs do every combination.
+COMPILED: Final = _native.compiled_extension("aiorma.collectives._combine")
+#: The element types ``combine_into`` computes, by the code it knows them by.
+TYPE_CODES: Final = {
+    np.dtype(np.float64): 1,
+    np.dtype(np.float32): 2,
+    np.dtype(np.int64): 3,
+    np.dtype(np.int32): 4,
+    np.dtype(np.uint64): 5,
+    np.dtype(np.uint32): 6,
 }
 
 
@@ -78,9 +93,23 @@ def combiner(
     itemsize = acc.dtype.itemsize
     dtype = acc.dtype
     nbytes = int(acc.nbytes)
+    compiled = COMPILED
+    # The compiled loop's type code where it may run (a commutative op, arrays it can take whole),
+    # else 0; it declines the ops it does not compute as numpy does (a float's MIN and MAX).
+    code = (
+        TYPE_CODES.get(dtype, 0)
+        if compiled is not None
+        and is_commutative(op)
+        and acc.flags.c_contiguous
+        and target.flags.c_contiguous
+        and target.flags.writeable
+        else 0
+    )
 
     def combine(slot: np.ndarray, lo: int, hi: int) -> None:
         if lo == 0 and hi == nbytes:  # the whole message at once (a small one): no slices
+            if code and compiled is not None and compiled.combine_into(target, acc, slot, op, code):
+                return
             reduce_into(op, acc, slot.view(dtype), incoming_higher, target)
             return
         a, b = lo // itemsize, hi // itemsize
