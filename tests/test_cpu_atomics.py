@@ -8,7 +8,6 @@ import mmap
 import multiprocessing
 import threading
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -31,9 +30,9 @@ from aiorma.transport.mpi.cpu_atomics import (
 )
 
 from .mpi_harness import run_python
+from .native_forms import compiled
 
 FORMS = {"ctypes": load_library(), "compiled": load_compiled()}
-T = TypeVar("T")
 
 
 @pytest.fixture(params=sorted(FORMS))
@@ -129,18 +128,8 @@ def test_processes_racing_on_shared_memory_lose_no_update(atomics: Atomics) -> N
     assert np.frombuffer(memory, np.int64)[1] == 2 * adds * (processes + 1)
 
 
-def _compiled(form: T | None, name: str, fallback: str) -> T:
-    """``form``, a function of the compiled extension; a failure where the build is in use but
-    left none, a skip where this process runs from source (``fallback`` says what then serves)."""
-    if form is None:
-        if _native.choose().compiled:
-            pytest.fail(f"the build is in use but left no compiled {name}")
-        pytest.skip(f"no compiled {name} here ({fallback})")
-    return form
-
-
 def _word_stores() -> WordStores:
-    return _compiled(load_word_stores(), "word stores", "puts stay MPI's")
+    return compiled(load_word_stores(), "word stores", "puts stay MPI's")
 
 
 def test_word_stores_copy_at_an_offset_and_refuse_what_does_not_fit() -> None:
@@ -197,7 +186,7 @@ def test_a_reader_never_sees_a_word_half_stored() -> None:
 
 
 def _words_changed() -> WordsChanged:
-    return _compiled(load_words_changed(), "words_changed", "a poll syncs through MPI and compares a copy")
+    return compiled(load_words_changed(), "words_changed", "a poll syncs through MPI and compares a copy")
 
 
 def test_words_changed_reports_a_change_once_and_refuses_what_does_not_match() -> None:
@@ -280,7 +269,7 @@ def test_bench_atomics_mpi_tiny(tmp_path: Path) -> None:
 
 
 def _accumulator() -> Accumulator:
-    return _compiled(load_accumulator(), "accumulate_elements", "accumulates stay MPI's")
+    return compiled(load_accumulator(), "accumulate_elements", "accumulates stay MPI's")
 
 
 _ACCUMULATE_DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "?", "m8[s]", "M8[s]"]

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import aiorma
-from aiorma import _native
 from aiorma.bench._launch import emulation_unavailable
 from aiorma.collectives import landing, ll
 from aiorma.collectives.landing import LandingConfig
@@ -20,6 +19,7 @@ from aiorma.runtime import run_ranks
 
 from .mpi_harness import REPO_ROOT, run_mpi_json
 from .mpi_scripts.collectives_check import QUICK, run_checks
+from .native_forms import compiled
 from .tearing_network import TearingNetwork
 
 
@@ -73,12 +73,7 @@ def test_a_word_without_the_flag_means_not_landed() -> None:
 
 
 def _compiled_codec() -> Any:
-    """The compiled LL codec; a failure where the build is in use but left none."""
-    if ll.COMPILED is None:
-        if _native.choose().compiled:
-            pytest.fail("the build is in use but left no compiled LL codec")
-        pytest.skip("no build here: the Python codec runs, which the tests above cover")
-    return ll.COMPILED
+    return compiled(ll.COMPILED, "LL codec", "the Python codec runs, which the tests above cover")
 
 
 @pytest.mark.parametrize("nbytes", [1, 3, 4, 5, 8, 9, 32, 33, 300, 1024])

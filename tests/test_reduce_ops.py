@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aiorma import _native
 from aiorma.collectives import reduce_ops
 from aiorma.collectives.reduce_ops import combiner, reduce_into
 from aiorma.constants import Op
+
+from .native_forms import compiled
 
 INTEGER_OPS = [Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.BAND, Op.BOR, Op.BXOR]
 FLOAT_OPS = [Op.SUM, Op.PROD]
@@ -28,11 +29,7 @@ UFUNCS = {
 
 
 def _compiled() -> Any:
-    if reduce_ops.COMPILED is None:
-        if _native.choose().compiled:
-            pytest.fail("the build is in use but left no compiled combine step")
-        pytest.skip("no build here: numpy combines every message (tested below)")
-    return reduce_ops.COMPILED
+    return compiled(reduce_ops.COMPILED, "combine step", "numpy combines every message: tested below")
 
 
 def _values(dtype: np.dtype, count: int, seed: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._core.memcopy import byte_view
 from .._core.world import World
 from ..constants import Op
 from ..errors import RmaTypeError, RmaUsageError
@@ -42,10 +43,6 @@ from .topology import build_bcast_tree
 Groups = list[list[int]]
 #: What :meth:`Collectives.submit` queues: a coroutine function, called when the job starts.
 JobFactory = Callable[[], Coroutine[Any, Any, Any]]
-
-
-def _bytes(array: np.ndarray) -> np.ndarray:
-    return array.reshape(-1).view(np.uint8)
 
 
 #: A plain call keeps its bound program for the next call with the same arrays up to this size
@@ -171,7 +168,7 @@ class Collectives:
         digest = hashlib.blake2b(socket.gethostname().encode(), digest_size=8).digest()
         out = np.zeros(self.size, np.int64)
         out[self.rank] = np.frombuffer(digest, np.int64)[0]
-        await bruck_allgather(self.landing, _bytes(out), 8, self.everyone)
+        await bruck_allgather(self.landing, byte_view(out), 8, self.everyone)
         return [int(v) for v in out]
 
     # ------------------------------------------------------------------ barrier
@@ -194,7 +191,7 @@ class Collectives:
     def _barrier_run(self, algorithm: str | None, n: int | None) -> Callable[[], Request]:
         """:meth:`barrier`'s options checked now; what starts one barrier with them.  The fence
         barrier is not a job of the runner: it is the sync window's fence, as a plain call's."""
-        algo = check.algorithm(algorithm, tuple(select.BARRIER), "barrier")
+        algo = check.algorithm(algorithm, select.BARRIER, "barrier")
         ways = check.positive_int(n, 1, "n") if n is not None else None
         if ways is not None and algo not in (None, "nway"):
             raise RmaUsageError(f"n= applies to the n-way barrier, not to {algo!r}")
@@ -278,7 +275,7 @@ class Collectives:
             return functools.partial(self._default_bcast, buf, check.root(root, self.size), cache)
         data = check.recv_buffer(buf, "bcast buffer")
         root = check.root(root, self.size)
-        algo = check.algorithm(algorithm, tuple(select.BCAST), "bcast")
+        algo = check.algorithm(algorithm, select.BCAST, "bcast")
         ways = check.positive_int(k, 2, "k") if k is not None else None
         labels = check.nodes(nodes, self.size)
         if tree is not None and topology is not None:
@@ -294,7 +291,7 @@ class Collectives:
             raise RmaUsageError("algorithm='tree' needs tree= or topology=")
         else:
             links = ()
-        view = _bytes(data)
+        view = byte_view(data)
         if algo is None and ways is None and labels is None:  # the common call
             return functools.partial(self._default_bcast, data, root, cache)
 
@@ -344,7 +341,7 @@ class Collectives:
         if bound is not None:
             self._ran(bound.program.name)
             return Exchange(bound)
-        view = _bytes(buf)
+        view = byte_view(buf)
         if self.size == 1 or view.size == 0:
             return _nothing()
         key = ("bcast", view.size, root)
@@ -433,7 +430,7 @@ class Collectives:
     ) -> JobFactory:
         """:meth:`reduce`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`reduce_init`)."""
-        algo = check.algorithm(algorithm, tuple(select.REDUCE), "reduce")
+        algo = check.algorithm(algorithm, select.REDUCE, "reduce")
         root = check.root(root, self.size)
         labels = check.nodes(nodes, self.size)
         target = None
@@ -552,7 +549,7 @@ class Collectives:
         if algorithm is None and nodes is None and check.plain(send, recv) and send.size == recv.size:
             # the common call, checked by exact types first
             return functools.partial(self._default_allreduce, send, recv, check.op(op, send.dtype), cache)
-        algo = check.algorithm(algorithm, tuple(select.ALLREDUCE), "allreduce")
+        algo = check.algorithm(algorithm, select.ALLREDUCE, "allreduce")
         source, operation = self._reduction_args(send, op, algo, "allreduce")
         target = check.recv_buffer(recv, "allreduce receive buffer")
         check.same_dtype(source, target, "allreduce")
@@ -693,15 +690,15 @@ class Collectives:
     ) -> JobFactory:
         """:meth:`allgather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`allgather_init`)."""
-        algo = check.algorithm(algorithm, tuple(select.ALLGATHER), "allgather")
+        algo = check.algorithm(algorithm, select.ALLGATHER, "allgather")
         source, target = check.pair(send, recv, "allgather")
         check.expect_size(target, source.size * self.size, "allgather receive buffer")
         if algo == "recursive_doubling" and self.size & (self.size - 1):
             raise RmaUsageError(f"recursive-doubling allgather needs a power-of-two size, not {self.size}")
         labels = check.nodes(nodes, self.size)
-        mine = _bytes(source)  # read when the job runs (allgather_init runs it again)
+        mine = byte_view(source)  # read when the job runs (allgather_init runs it again)
         block = mine.size
-        out = _bytes(target)
+        out = byte_view(target)
 
         async def run(name: str, groups: Groups | None = None) -> None:
             out[self.rank * block : (self.rank + 1) * block] = mine
@@ -760,16 +757,16 @@ class Collectives:
     ) -> JobFactory:
         """:meth:`gather`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`gather_init`)."""
-        algo = check.algorithm(algorithm, tuple(select.GATHER), "gather")
+        algo = check.algorithm(algorithm, select.GATHER, "gather")
         root = check.root(root, self.size)
         out = None
         if self.rank == root:
             source, target = check.pair(send, recv, "gather")
             check.expect_size(target, source.size * self.size, "gather receive buffer")
-            out = _bytes(target)
+            out = byte_view(target)
         else:
             source = send if check.plain(send, send) else check.send_buffer(send, "gather send buffer")
-        mine = _bytes(source)
+        mine = byte_view(source)
         cache = BoundCache() if bind_once else None
 
         def start() -> Coroutine[Any, Any, None]:
@@ -811,7 +808,7 @@ class Collectives:
     ) -> JobFactory:
         """:meth:`scatter`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`scatter_init`)."""
-        algo = check.algorithm(algorithm, tuple(select.SCATTER), "scatter")
+        algo = check.algorithm(algorithm, select.SCATTER, "scatter")
         root = check.root(root, self.size)
         src = None
         if self.rank != root:
@@ -824,8 +821,8 @@ class Collectives:
                 source = check.send_buffer(send, "scatter send buffer")
                 check.same_dtype(source, target, "scatter")
             check.expect_size(source, target.size * self.size, "scatter send buffer")
-            src = _bytes(source)
-        mine = _bytes(target)
+            src = byte_view(source)
+        mine = byte_view(target)
         cache = BoundCache() if bind_once else None
 
         def start() -> Coroutine[Any, Any, None]:
@@ -859,15 +856,15 @@ class Collectives:
     ) -> JobFactory:
         """:meth:`alltoall`'s arguments checked now, its work as a job (see :meth:`bcast_job`).
         The job reads ``send`` when it runs, so it may run again (:meth:`alltoall_init`)."""
-        algo = check.algorithm(algorithm, tuple(select.ALLTOALL), "alltoall")
+        algo = check.algorithm(algorithm, select.ALLTOALL, "alltoall")
         source, target = check.pair(send, recv, "alltoall")
         check.expect_size(target, source.size, "alltoall receive buffer")
         if source.size % self.size:
             raise RmaTypeError(
                 f"alltoall buffers hold {source.size} elements, not a multiple of {self.size} ranks"
             )
-        src = _bytes(source)
-        out = _bytes(target)
+        src = byte_view(source)
+        out = byte_view(target)
         block = src.size // self.size
         cache = BoundCache() if bind_once else None
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._core.memcopy import byte_view
 from ..constants import Op
 from .bcast import await_all, knomial_bcast
 from .exchange import Exchange
@@ -20,10 +21,6 @@ from .landing import Landing
 from .programs import halving_doubling_program, recursive_doubling_program
 from .reduce_ops import is_commutative
 from .schedules import split
-
-
-def _bytes(array: np.ndarray) -> np.ndarray:
-    return array.reshape(-1).view(np.uint8)
 
 
 async def binomial_reduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[int], root: int) -> None:
@@ -59,13 +56,13 @@ async def binomial_reduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[
         for child in children:
             await ch.recv_reduce(child, part, op, incoming_higher=True)
         if parent is not None:
-            sends.append(ch.send(parent, _bytes(part), via_slots=True))
+            sends.append(ch.send(parent, byte_view(part), via_slots=True))
     await await_all(sends)
     if ordered and root != 0:
         if me == 0:
-            await ch.send(group[root], _bytes(acc))
+            await ch.send(group[root], byte_view(acc))
         elif me == root:
-            await ch.recv(group[0], _bytes(acc))
+            await ch.recv(group[0], byte_view(acc))
 
 
 async def reduce_scatter_gather(
@@ -80,13 +77,13 @@ async def reduce_scatter_gather(
     if me == root:
         await await_all(
             [
-                ch.recv(group[i], _bytes(acc[offsets[i] : offsets[i] + counts[i]]))
+                ch.recv(group[i], byte_view(acc[offsets[i] : offsets[i] + counts[i]]))
                 for i in range(size)
                 if i != root
             ]
         )
     else:
-        await ch.send(group[root], _bytes(acc[offsets[me] : offsets[me] + counts[me]]))
+        await ch.send(group[root], byte_view(acc[offsets[me] : offsets[me] + counts[me]]))
 
 
 def recursive_doubling_allreduce(
@@ -118,12 +115,12 @@ async def direct_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence
     sources = [(me - s) % size for s in range(1, size)]
     # Only block ``me`` is written in this phase, and it is never sent in it.
     await await_all(
-        [ch.send(group[j], _bytes(block(j)), via_slots=True) for j in peers]
+        [ch.send(group[j], byte_view(block(j)), via_slots=True) for j in peers]
         + [ch.recv_reduce(group[i], block(me), op, incoming_higher=i > me) for i in sources]
     )
     await await_all(
-        [ch.send(group[j], _bytes(block(me))) for j in peers]
-        + [ch.recv(group[i], _bytes(block(i))) for i in sources]
+        [ch.send(group[j], byte_view(block(me))) for j in peers]
+        + [ch.recv(group[i], byte_view(block(i))) for i in sources]
     )
 
 
@@ -151,7 +148,7 @@ async def ring_allreduce(ch: Landing, acc: np.ndarray, op: Op, group: Sequence[i
     right, left = group[(me + 1) % size], group[(me - 1) % size]
 
     def block(i: int) -> np.ndarray:
-        return _bytes(acc[offsets[i] : offsets[i] + counts[i]])
+        return byte_view(acc[offsets[i] : offsets[i] + counts[i]])
 
     for step in range(size - 1):
         await await_all(
@@ -179,7 +176,7 @@ async def _ring_reduce_scatter(
         incoming = acc[offsets[in_block] : offsets[in_block] + counts[in_block]]
         await await_all(
             [
-                ch.send(right, _bytes(outgoing), via_slots=True),
+                ch.send(right, byte_view(outgoing), via_slots=True),
                 ch.recv_reduce(left, incoming, op, incoming_higher=True),
             ]
         )
@@ -197,7 +194,7 @@ async def hierarchical_allreduce(
     if ch.rank == my_node[0] and len(leaders) > 1:
         await recursive_doubling_allreduce(ch, acc, acc, op, leaders)
     if len(my_node) > 1:
-        await knomial_bcast(ch, _bytes(acc), my_node, 0, k)
+        await knomial_bcast(ch, byte_view(acc), my_node, 0, k)
 
 
 async def hierarchical_reduce(

@@ -7,7 +7,7 @@ bad algorithm or option :class:`~aiorma.RmaUsageError`; nothing has changed when
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, TypeGuard
 
 import numpy as np
@@ -111,7 +111,8 @@ def op(value: Any, dtype: np.dtype) -> Op:
     return operation
 
 
-def algorithm(value: Any, allowed: Sequence[str], what: str) -> str | None:
+def algorithm(value: Any, allowed: Collection[str], what: str) -> str | None:
+    """``value`` if it names one of ``allowed`` (a collective's table: its keys), None for None."""
     if value is None:
         return None
     if not isinstance(value, str) or value not in allowed:
