@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
-from .._core.memcopy import copy_bytes
+from .._core.memcopy import byte_view, copy_bytes
 from ..constants import Op
 from .landing import Into, LLReceive
 from .reduce_ops import combiner
@@ -190,7 +190,7 @@ class Bound:
                 scratch = np.empty_like(out) if blocks is None else np.empty(blocks * block, np.uint8)
             parts = [source, out, scratch]
         self.parts = parts
-        raw = [part.reshape(-1).view(np.uint8) for part in parts]
+        raw = [byte_view(part) for part in parts]
 
         def view(part: int, blocks: Blocks) -> np.ndarray:
             if blocks is None:

@@ -798,7 +798,7 @@ class Landing:
                 self._ll_consumed(src, ordinal + 1)
                 return self._done
         done = self._ll_recv_tail[src] = self._loop.create_future()
-        receive = LLReceive(self, src, nbytes, consume, ordinal, lo, hi, done)
+        receive = LLReceive(self, src, nbytes, consume, ordinal, flag, lo, hi, done)
         return receive if before.done() else self._recv_ll_after(before, receive)
 
     async def _recv_ll_after(self, before: asyncio.Future[None], receive: LLReceive) -> None:
@@ -877,6 +877,7 @@ class LLReceive:
         nbytes: int,
         consume: Consume,
         ordinal: int,
+        flag: int,
         lo: int,
         hi: int,
         done: asyncio.Future[None],
@@ -886,7 +887,7 @@ class LLReceive:
         self._nbytes = nbytes
         self._consume = consume
         self._ordinal = ordinal
-        self._flag = flag_of(ordinal)
+        self._flag = flag  # flag_of(ordinal)
         self._lo = lo
         self._hi = hi
         self._done = done  # the source's turn, finished by close()

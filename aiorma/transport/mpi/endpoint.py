@@ -690,33 +690,33 @@ class MpiEndpoint(EndpointBase):
             if memory is not None and (isinstance(data, int) or data.dtype == memory.dtype):
                 # Everything earlier towards target is complete there (the caller's contract),
                 # so these stores land after it; Win_sync is MPI's memory barrier for memory
-                # shared this way: what a later store (a flag) publishes is visible first.
+                # shared this way: what a later store (a flag) publishes is visible first.  The
+                # C calls below make that barrier themselves (fenced).
+                fenced = False
                 if isinstance(data, int):
                     addresses = window.data_addresses
                     if addresses is not None and self._atomics is not None:
                         # Where the CPU serves this window's atomics, one locked exchange: the
-                        # store and the barrier that Win_sync below would add, in one C call.
+                        # store and the barrier in one C call.
                         self._atomics.exchange(addresses[target] + 8 * disp, data, SEQ_CST)
-                        if window.notify:
-                            self._doorbell.ring(target)
-                        return True
-                    memory[disp] = data  # one word: one aligned 8-byte store, as below
+                        fenced = True
+                    else:
+                        memory[disp] = data  # one word: one aligned 8-byte store, as below
                 elif words:
                     # Words read while they land: one aligned 8-byte store each (the compiled
-                    # store_words, or one element store each), where a copy of several may be
-                    # made in smaller pieces.
+                    # store_words, with its full fence, or one element store each), where a
+                    # copy of several may be made in smaller pieces.
                     store_words = self._store_words
                     if store_words is not None and memory.itemsize == 8:
-                        # The barrier in the same C call: Win_sync's, without an MPI call.
                         store_words(memory, disp * 8, data, True)
-                        if window.notify:
-                            self._doorbell.ring(target)
-                        return True
-                    for i, word in enumerate(data.tolist()):
-                        memory[disp + i] = word
+                        fenced = True
+                    else:
+                        for i, word in enumerate(data.tolist()):
+                            memory[disp + i] = word
                 else:
                     copy_bytes(memory[disp : disp + data.size], data)
-                win.Sync()
+                if not fenced:
+                    win.Sync()
             else:
                 assert not isinstance(data, int)  # (made an array above where memory is not mapped)
                 run = WHOLE_RUN if words else max(1, data.size)
